@@ -1,0 +1,129 @@
+"""Wiring for ``groundedness run``: settings -> judge, producer, consumer -> pipeline.
+
+Start order matters: the API key is checked before any Kafka client exists, so a worker
+without one consumes nothing. Stop order: the pipeline drains and commits, then the consumer
+leaves the group, then the producer flushes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+import structlog
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from consumer.evaluate import Evaluator
+from consumer.judge import OpenAIJudge, build_judge
+from consumer.kafka import client_options
+from consumer.pipeline import Pipeline, PipelineConfig
+from consumer.prompt import Limits
+from consumer.settings import Settings
+from consumer.sink import KafkaVerdictSink
+from consumer.source import create_consumer, subscribe
+
+log = structlog.get_logger(__name__)
+
+
+def make_judge(settings: Settings) -> OpenAIJudge:
+    """The judge the settings describe (refuses without ``OPENAI_API_KEY``)."""
+    return build_judge(
+        settings.require_api_key(),
+        settings.openai_base_url,
+        settings.judge_model,
+        timeout_s=settings.judge_timeout_seconds,
+        max_concurrency=settings.judge_max_concurrency,
+        requests_per_minute=settings.judge_requests_per_minute,
+        tokens_per_minute=settings.judge_tokens_per_minute,
+    )
+
+
+def make_evaluator(settings: Settings) -> Evaluator:
+    """Judge, threshold and limits from the settings."""
+    limits = Limits(
+        max_documents=settings.max_documents,
+        max_document_chars=settings.max_document_chars,
+        max_output_chars=settings.max_output_chars,
+        context_field=settings.context_field,
+    )
+    return Evaluator(make_judge(settings), settings.threshold, limits)
+
+
+def max_in_flight(settings: Settings) -> int:
+    """Records allowed between fetch and commit: enough to keep every judge slot busy."""
+    return max(64, 4 * settings.judge_max_concurrency)
+
+
+def create_producer(settings: Settings) -> AIOKafkaProducer:
+    """An idempotent producer (acks=all) for verdicts and dead letters."""
+    return AIOKafkaProducer(
+        enable_idempotence=True,
+        linger_ms=5,
+        **client_options(settings, client_id=f"{settings.consumer_group}-producer"),
+    )
+
+
+async def start_with_retry(client: AIOKafkaProducer, what: str, stop: asyncio.Event) -> bool:
+    """Start a Kafka client, retrying while the broker is unreachable; False if stopped."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            await client.start()
+            return True
+        except KafkaConnectionError as exc:
+            log.warning("kafka_unreachable", client=what, error=str(exc), retry_in_s=delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(delay * 2, 30.0)
+    return False
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT ask for a drain."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _request_stop, stop, sig)
+
+
+def _request_stop(stop: asyncio.Event, sig: signal.Signals) -> None:
+    if not stop.is_set():
+        log.info("stop_requested", signal=sig.name)
+    stop.set()
+
+
+async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run the worker until ``stop`` is set (or SIGTERM/SIGINT), then drain and return."""
+    evaluator = make_evaluator(settings)  # raises ConfigError without an API key
+    stop = stop or asyncio.Event()
+    install_signal_handlers(stop)
+    producer = create_producer(settings)
+    consumer = create_consumer(settings)
+    sink = KafkaVerdictSink(producer, settings.verdicts_topic, settings.dlq_topic)
+    config = PipelineConfig(
+        max_in_flight=max_in_flight(settings), drain_timeout_s=settings.drain_timeout_seconds
+    )
+    pipeline = Pipeline(consumer, sink, evaluator, consumer.commit, config)
+    subscribe(consumer, settings.traces_topic, pipeline)
+    log.info(
+        "worker_starting",
+        topic=settings.traces_topic,
+        group=settings.consumer_group,
+        judge_model=settings.judge_model,
+        delivery=settings.delivery,
+        max_in_flight=config.max_in_flight,
+    )
+    try:
+        if not await start_with_retry(producer, "producer", stop):
+            return
+        if not await start_with_retry(consumer, "consumer", stop):
+            return
+        await pipeline.run(stop)
+    finally:
+        with contextlib.suppress(KafkaError):
+            await consumer.stop()
+        with contextlib.suppress(KafkaError):
+            await producer.stop()
+        await evaluator.judge.close()
+        log.info("worker_stopped")

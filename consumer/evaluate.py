@@ -1,0 +1,46 @@
+"""One trace -> one verdict: build the request, ask the judge, apply the threshold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from consumer.errors import JudgeUnavailable
+from consumer.judge import Judge, JudgeResult
+from consumer.prompt import Limits, build_request
+from consumer.verdicts import Context, errored, judged
+from schemas.trace import TraceEvent
+from schemas.verdict import Source, VerdictEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """A verdict and the judge result it came from."""
+
+    verdict: VerdictEvent
+    result: JudgeResult
+
+
+class Evaluator:
+    """Evaluates traces with one judge, threshold and set of limits."""
+
+    def __init__(self, judge: Judge, threshold: float, limits: Limits) -> None:
+        self.judge = judge
+        self.threshold = threshold
+        self.limits = limits
+
+    async def evaluate(self, trace: TraceEvent, source: Source | None = None) -> Evaluation:
+        """Judge one trace, holding (not failing) while the judge is down for everyone."""
+        request = build_request(trace, self.limits)
+        while True:
+            try:
+                result = await self.judge.judge(request)
+                break
+            except JudgeUnavailable:
+                continue  # the next call waits at the judge's circuit breaker
+        ctx = Context(self.judge.model, self.threshold, request.truncation, source)
+        if result.answer is not None:
+            verdict = judged(trace, result.answer, result.usage, result.latency_ms, ctx)
+        else:
+            assert result.error is not None  # noqa: S101 - a result holds one or the other
+            verdict = errored(trace, result.error, result.usage, result.latency_ms, ctx)
+        return Evaluation(verdict, result)

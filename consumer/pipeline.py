@@ -1,0 +1,247 @@
+"""Many records at once on their way from fetch to commit.
+
+The fetch loop only fetches and dispatches: each record becomes a task (decode -> skip,
+dead-letter or judge -> publish), so judge calls never block polling and records finish out
+of order within and across partitions. Commit order, which is what makes this safe:
+
+1. a record's outcome is acknowledged by the broker (or it was skipped);
+2. only then is its offset marked done in the partition's ``PartitionOffsets``;
+3. the committed offset is the watermark: the lowest offset not yet done.
+
+So nothing below a commit lacks an outcome, and a crash redelivers at most the records that
+were between fetch and commit, which is bounded by ``max_in_flight`` (beyond it, the
+partitions are paused, and re-paused after every rebalance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Collection, Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from consumer import metrics
+from consumer.decode import decode_trace
+from consumer.errors import DecodeError, PublishError
+from consumer.evaluate import Evaluator
+from consumer.judge import JudgeResult
+from consumer.offsets import OffsetTracker, PartitionOffsets
+from consumer.sink import Record, VerdictSink
+from schemas.verdict import Source
+
+log = structlog.get_logger(__name__)
+
+Partition = Any  # aiokafka's TopicPartition: hashable, with .topic and .partition
+Commit = Callable[[dict[Partition, int]], Awaitable[None]]
+
+
+class Consumer(Protocol):
+    """The part of a Kafka consumer the pipeline drives."""
+
+    async def getmany(
+        self, *partitions: Partition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[Partition, list[Any]]: ...
+
+    def assignment(self) -> set[Partition]: ...
+
+    def pause(self, *partitions: Partition) -> None: ...
+
+    def resume(self, *partitions: Partition) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """How much the pipeline holds and how long it waits."""
+
+    max_in_flight: int
+    drain_timeout_s: float = 45.0
+    revoke_timeout_s: float = 10.0
+    commit_interval_s: float = 0.2
+    fetch_timeout_ms: int = 200
+
+
+class Pipeline:
+    """Fetches, dispatches, tracks and commits; see the module docstring for the order."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        sink: VerdictSink,
+        evaluator: Evaluator,
+        commit: Commit,
+        config: PipelineConfig,
+    ) -> None:
+        self._consumer = consumer
+        self._sink = sink
+        self._evaluator = evaluator
+        self._commit_offsets = commit
+        self._config = config
+        self._tracker: OffsetTracker[Hashable] = OffsetTracker()
+        self._tasks: dict[Hashable, set[asyncio.Task[None]]] = {}
+        self._paused = False
+        self._last_commit = 0.0
+
+    # -- the fetch loop -------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Fetch and dispatch until ``stop`` is set, then drain and commit."""
+        try:
+            while not stop.is_set():
+                await self._fetch_once()
+                await self.commit(force=False)
+        finally:
+            await asyncio.shield(self._drain())
+
+    async def _fetch_once(self) -> None:
+        room = self._config.max_in_flight - self._tracker.uncommitted
+        self._apply_backpressure(room)
+        batches = await self._consumer.getmany(
+            timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)
+        )
+        for tp, records in batches.items():
+            offsets = self._tracker.partition(tp)
+            tasks = self._tasks.setdefault(tp, set())
+            for record in records:
+                offsets.add(record.offset)
+                task = asyncio.create_task(self._handle(tp, offsets, record))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        metrics.IN_FLIGHT.set(self._tracker.uncommitted)
+
+    def _apply_backpressure(self, room: int) -> None:
+        if room <= 0 and not self._paused:
+            self._paused = True
+            self._consumer.pause(*self._consumer.assignment())
+            log.debug("partitions_paused", uncommitted=self._tracker.uncommitted)
+        elif self._paused and room >= self._config.max_in_flight // 2:
+            self._paused = False
+            self._consumer.resume(*self._consumer.assignment())
+            log.debug("partitions_resumed", uncommitted=self._tracker.uncommitted)
+
+    async def commit(self, *, force: bool) -> None:
+        """Commit every watermark that moved (at most every ``commit_interval_s``)."""
+        now = time.monotonic()
+        if not force and now - self._last_commit < self._config.commit_interval_s:
+            return
+        self._last_commit = now
+        offsets = self._tracker.to_commit()
+        if not offsets:
+            return
+        try:
+            await self._commit_offsets(offsets)
+        except Exception as exc:  # a rebalance in progress; the revoke path commits instead
+            log.warning("commit_failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        self._tracker.committed(offsets)
+        metrics.IN_FLIGHT.set(self._tracker.uncommitted)
+
+    # -- rebalances (called by the consumer's listener, between fetches) -------------------
+
+    async def on_partitions_revoked(self, revoked: Collection[Partition]) -> None:
+        """Stop, wait a bounded time for the partitions' work, commit, forget them."""
+        tasks = [task for tp in revoked for task in self._tasks.get(tp, ())]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self._config.revoke_timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        offsets = {tp: mark for tp, mark in self._tracker.to_commit().items() if tp in revoked}
+        if offsets:
+            try:
+                await self._commit_offsets(offsets)
+            except Exception as exc:
+                log.warning("revoke_commit_failed", error=f"{type(exc).__name__}: {exc}")
+        for tp in revoked:
+            self._tracker.drop(tp)
+            self._tasks.pop(tp, None)
+        log.info("partitions_revoked", partitions=sorted(str(tp) for tp in revoked))
+
+    def on_partitions_assigned(self, assigned: Collection[Partition]) -> None:
+        """Start fresh state; aiokafka forgets pauses on assignment, so re-pause if full."""
+        for tp in assigned:
+            self._tracker.drop(tp)
+            self._tracker.partition(tp)
+        if self._paused and assigned:
+            self._consumer.pause(*assigned)
+        log.info("partitions_assigned", partitions=sorted(str(tp) for tp in assigned))
+
+    # -- one record -------------------------------------------------------------------------
+
+    async def _handle(self, tp: Partition, offsets: PartitionOffsets, record: Record) -> None:
+        bound = log.bind(topic=record.topic, partition=record.partition, offset=record.offset)
+        try:
+            await self._process(record, bound)
+        except Exception as exc:  # a bug must not stall the partition: park the record
+            bound.exception("record_failed")
+            reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
+            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
+        # A completion for a partition revoked (and maybe re-assigned) meanwhile is dropped.
+        if self._tracker.current(tp) is offsets:
+            offsets.done(record.offset)
+
+    async def _process(self, record: Record, bound: Any) -> None:
+        try:
+            trace = decode_trace(record.value)
+        except DecodeError as exc:
+            reason = exc.reason
+            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
+            metrics.DEAD_LETTERS.inc()
+            bound.info("record_dead_lettered", reason=reason)
+            return
+        bound = bound.bind(trace_id=trace.trace_id[:200])
+        if not trace.has_output:
+            metrics.SKIPPED.inc()
+            bound.debug("trace_skipped", reason="empty output")
+            return
+        source = Source(topic=record.topic, partition=record.partition, offset=record.offset)
+        evaluation = await self._evaluator.evaluate(trace, source)
+        _observe(evaluation.result)
+        verdict = evaluation.verdict
+        await self._deliver(lambda: self._sink.publish(verdict), bound)
+        metrics.VERDICTS.labels(verdict.verdict).inc()
+        bound.info(
+            "verdict_published", verdict=verdict.verdict, score=verdict.score,
+            latency_ms=verdict.latency_ms,
+        )
+
+    async def _deliver(self, send: Callable[[], Awaitable[None]], bound: Any) -> None:
+        """Publish until the broker acknowledges: an outcome is never dropped."""
+        delay = 0.5
+        while True:
+            try:
+                await send()
+                return
+            except PublishError as exc:
+                bound.warning("publish_retry", error=str(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Stop fetching, give in-flight work the grace period, commit what finished."""
+        assignment = self._consumer.assignment()
+        if assignment:
+            self._consumer.pause(*assignment)
+        tasks = [task for tasks in self._tasks.values() for task in tasks]
+        log.info("draining", in_flight=len(tasks), timeout_s=self._config.drain_timeout_s)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self._config.drain_timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            if pending:
+                log.warning("drain_timed_out", abandoned=len(pending))
+        await self.commit(force=True)
+        log.info("drained", uncommitted=self._tracker.uncommitted)
+
+
+def _observe(result: JudgeResult) -> None:
+    metrics.JUDGE_LATENCY.observe(result.latency_ms / 1000)
+    metrics.JUDGE_RETRIES.inc(max(0, result.attempts - 1))
+    if result.usage is not None:
+        metrics.JUDGE_TOKENS.labels("prompt").inc(result.usage.prompt_tokens)
+        metrics.JUDGE_TOKENS.labels("completion").inc(result.usage.completion_tokens)

@@ -1,0 +1,153 @@
+"""Configuration from the environment: the only module that reads it.
+
+Every name is the contract's (DESIGN.md). A bad value is refused at start with one line
+naming the variable (``ConfigError``); secrets are ``SecretStr`` and never echoed back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from consumer.errors import ConfigError
+
+SCORE_REQUIRED = "Minimum acceptable score is required."
+SCORE_ABOVE_ONE = "Minimum acceptable score cannot exceed 1."
+SCORE_BELOW_ZERO = "Minimum acceptable score cannot be below 0."
+SECRET_FIELDS = frozenset({"openai_api_key", "kafka_sasl_password"})
+
+ContextField = Literal["retrieved_documents", "input", "expected_output"]
+
+
+class Settings(BaseSettings):
+    """The worker's configuration; field names are the environment variables, lower-cased."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
+
+    kafka_bootstrap_servers: str = "localhost:9092"
+    traces_topic: str = "llm-traces"
+    verdicts_topic: str = "groundedness-verdicts"
+    dlq_topic: str = "groundedness-dlq"
+    consumer_group: str = "groundedness-worker"
+    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
+
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    judge_model: str = "gpt-4o-mini"
+    judge_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+    judge_max_concurrency: int = Field(default=16, ge=1, le=4096)
+    judge_requests_per_minute: int | None = Field(default=None, gt=0)
+    judge_tokens_per_minute: int | None = Field(default=None, gt=0)
+
+    min_acceptable_score: float | None = None
+    max_documents: int = Field(default=12, ge=1)
+    max_document_chars: int = Field(default=2000, ge=1)
+    max_output_chars: int = Field(default=4000, ge=1)
+    context_field: ContextField = "retrieved_documents"
+
+    health_port: int = Field(default=8080, ge=0, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+    drain_timeout_seconds: float = Field(default=45.0, gt=0)
+
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
+        "PLAINTEXT"
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: str | None = None
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("openai_base_url", "kafka_ssl_cafile", "kafka_sasl_mechanism", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("min_acceptable_score", mode="before")
+    @classmethod
+    def _blank_score_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("min_acceptable_score")
+    @classmethod
+    def _score_in_range(cls, value: float | None) -> float | None:
+        if value is None:
+            return None  # required only where judging happens: see load_settings
+        if math.isnan(value):
+            raise ValueError("Input should be a number between 0 and 1")
+        if value > 1:
+            raise ValueError(SCORE_ABOVE_ONE)
+        if value < 0:
+            raise ValueError(SCORE_BELOW_ZERO)
+        return value
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> Settings:
+        if self.kafka_security_protocol.startswith("SASL_") and not (
+            self.kafka_sasl_mechanism and self.kafka_sasl_username and self.kafka_sasl_password
+        ):
+            raise ValueError(
+                "KAFKA_SECURITY_PROTOCOL is SASL_*, so KAFKA_SASL_MECHANISM, "
+                "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD are all required"
+            )
+        return self
+
+    @property
+    def threshold(self) -> float:
+        """The minimum acceptable score, known to be set once the settings validated."""
+        assert self.min_acceptable_score is not None  # noqa: S101 - enforced by validator
+        return self.min_acceptable_score
+
+    def secrets(self) -> list[str]:
+        """The secret values in force, for redaction."""
+        values = [self.openai_api_key, self.kafka_sasl_password]
+        return [v.get_secret_value() for v in values if v and v.get_secret_value()]
+
+    def require_api_key(self) -> str:
+        """The judge's API key, or a ConfigError naming ``OPENAI_API_KEY``."""
+        if self.openai_api_key is None or not self.openai_api_key.get_secret_value().strip():
+            raise ConfigError(
+                "OPENAI_API_KEY is not set: the worker will not start and consumes nothing "
+                "(set it to your judge endpoint's key)"
+            )
+        return self.openai_api_key.get_secret_value()
+
+
+def load_settings(*, require_threshold: bool = True, **overrides: Any) -> Settings:
+    """Read and validate the environment, raising ConfigError with one clear line.
+
+    ``require_threshold=False`` is for commands that never judge (loading sample traces).
+    """
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(describe(exc)) from None
+    if require_threshold and settings.min_acceptable_score is None:
+        raise ConfigError(SCORE_REQUIRED)
+    return settings
+
+
+def describe(exc: ValidationError) -> str:
+    """One line for the first problem, naming the variable and never a secret's value."""
+    error = exc.errors()[0]
+    field = str(error["loc"][0]) if error["loc"] else ""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if message in {SCORE_ABOVE_ONE, SCORE_BELOW_ZERO}:
+        return message
+    if not field:
+        return message
+    shown = "" if field in SECRET_FIELDS or "input" not in error else f" (got {error['input']!r})"
+    return f"{field.upper()}: {message}{shown}"

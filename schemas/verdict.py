@@ -1,0 +1,89 @@
+"""The verdict event published on ``VERDICTS_TOPIC``, keyed by ``verdict_id``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+RULE: Literal["groundedness"] = "groundedness"
+
+Outcome = Literal["pass", "fail", "error"]
+
+
+class VerdictError(BaseModel):
+    """Why the check could not decide for this trace."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+
+
+class Truncation(BaseModel):
+    """What was cut from the trace before it reached the judge."""
+
+    model_config = ConfigDict(frozen=True)
+
+    documents_received: int = 0
+    documents_dropped: int = 0
+    documents_cut: list[int] = Field(
+        default_factory=list, description="Indexes (0-based) of documents cut to the limit."
+    )
+    document_chars_cut: int = 0
+    output_chars_cut: int = 0
+    input_chars_cut: int = 0
+
+    @property
+    def any(self) -> bool:
+        """True when anything was cut."""
+        return bool(
+            self.documents_dropped or self.documents_cut or self.output_chars_cut
+            or self.input_chars_cut
+        )
+
+
+class Usage(BaseModel):
+    """Tokens the judge spent on this verdict, summed over attempts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class Source(BaseModel):
+    """Where the trace was read from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class VerdictEvent(BaseModel):
+    """The outcome of the groundedness check for one trace."""
+
+    model_config = ConfigDict(frozen=True, title="VerdictEvent")
+
+    schema_version: int = SCHEMA_VERSION
+    verdict_id: str
+    trace_id: str
+    rule: Literal["groundedness"] = RULE
+    prompt_version: str
+    judge_model: str
+    verdict: Outcome
+    score: float | None = Field(description="(raw_score - 1) / 4; null for error.")
+    raw_score: int | None
+    threshold: float
+    reason: str | None
+    unsupported_claims: list[str]
+    error: VerdictError | None
+    truncation: Truncation
+    usage: Usage | None
+    latency_ms: int
+    evaluated_at: str
+    source: Source | None

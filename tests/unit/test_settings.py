@@ -1,0 +1,111 @@
+"""Configuration: the contract's names and defaults, and one clear line for bad values."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.cli import main
+from consumer.errors import ConfigError
+from consumer.settings import load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MIN_ACCEPTABLE_SCORE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DELIVERY",
+                 "JUDGE_MAX_CONCURRENCY", "KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_defaults_are_the_contracts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    settings = load_settings()
+    assert settings.kafka_bootstrap_servers == "localhost:9092"
+    assert (settings.traces_topic, settings.verdicts_topic, settings.dlq_topic) == (
+        "llm-traces", "groundedness-verdicts", "groundedness-dlq")
+    assert settings.consumer_group == "groundedness-worker"
+    assert settings.delivery == "at_least_once"
+    assert settings.judge_model == "gpt-4o-mini"
+    assert settings.judge_timeout_seconds == 30
+    assert settings.judge_max_concurrency == 16
+    assert (settings.max_documents, settings.max_document_chars, settings.max_output_chars) == (
+        12, 2000, 4000)
+    assert settings.context_field == "retrieved_documents"
+    assert settings.health_port == 8080
+    assert (settings.log_level, settings.log_format) == ("info", "json")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param(None, "Minimum acceptable score is required.", id="missing"),
+        pytest.param("", "Minimum acceptable score is required.", id="empty"),
+        pytest.param("1.01", "Minimum acceptable score cannot exceed 1.", id="above-one"),
+        pytest.param("-0.5", "Minimum acceptable score cannot be below 0.", id="below-zero"),
+    ],
+)
+def test_threshold_messages_word_for_word(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str | None,
+    message: str,
+) -> None:
+    if value is not None:
+        monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", value)
+    with pytest.raises(ConfigError, match=message):
+        load_settings()
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert err == message + "\n"
+
+
+@pytest.mark.parametrize("value", ["0", "1", "0.75"])
+def test_threshold_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", value)
+    assert load_settings().threshold == float(value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        pytest.param("JUDGE_MAX_CONCURRENCY", "many", "JUDGE_MAX_CONCURRENCY", id="not-int"),
+        pytest.param("JUDGE_MAX_CONCURRENCY", "0", "JUDGE_MAX_CONCURRENCY", id="zero"),
+        pytest.param("DELIVERY", "twice", "DELIVERY", id="delivery"),
+        pytest.param("CONTEXT_FIELD", "metadata", "CONTEXT_FIELD", id="context-field"),
+        pytest.param("JUDGE_TIMEOUT_SECONDS", "-1", "JUDGE_TIMEOUT_SECONDS", id="timeout"),
+        pytest.param("KAFKA_SECURITY_PROTOCOL", "SASL_SSL", "KAFKA_SASL_MECHANISM",
+                     id="sasl-incomplete"),
+    ],
+)
+def test_bad_values_give_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, value: str,
+    fragment: str,
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv(name, value)
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_secret_values_are_never_echoed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "hunter2-very-secret")
+    monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    assert main(["run"]) == 2
+    assert "hunter2" not in capsys.readouterr().err
+    settings = load_settings(kafka_security_protocol="PLAINTEXT")
+    assert "hunter2" not in repr(settings)
+
+
+def test_no_api_key_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    # A broker address nobody listens on: refusing must happen before any connection.
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" in err
+    assert err.count("\n") == 1
