@@ -94,10 +94,11 @@ def _request_stop(stop: asyncio.Event, sig: signal.Signals) -> None:
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    """Run the worker until ``stop`` is set (or SIGTERM/SIGINT), then drain and return."""
+    """Run until ``stop`` is set, then drain and return; without ``stop``, until SIGTERM."""
     evaluator = make_evaluator(settings)  # raises ConfigError without an API key
-    stop = stop or asyncio.Event()
-    install_signal_handlers(stop)
+    if stop is None:
+        stop = asyncio.Event()
+        install_signal_handlers(stop)
     producer = create_producer(settings)
     consumer = create_consumer(settings)
     sink = KafkaVerdictSink(producer, settings.verdicts_topic, settings.dlq_topic)

@@ -119,7 +119,7 @@ class OpenAIJudge:
             attempts += 1
             try:
                 response = await self._complete(request)
-            except openai.OpenAIError as exc:
+            except (openai.OpenAIError, ValueError) as exc:
                 failure = _classify(exc)
                 first_failure_at = first_failure_at or time.monotonic()
                 if failure.format_rejected and self._downgrade_format():
@@ -210,7 +210,7 @@ class OpenAIJudge:
                 max_tokens=5,
                 timeout=min(self._timeout_s, 10.0),
             )
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, ValueError) as exc:
             log.info("judge_probe_failed", error=_classify(exc).kind)
             ok = False
         else:
@@ -235,7 +235,7 @@ def _read_answer(response: Any) -> JudgeAnswer:
     return parse_answer(choice.message.content)
 
 
-def _classify(exc: openai.OpenAIError) -> _Failure:
+def _classify(exc: openai.OpenAIError | ValueError) -> _Failure:
     """Map the SDK's exceptions onto what the worker does about them."""
     message = str(getattr(exc, "message", exc))[:300]
     if isinstance(exc, openai.APITimeoutError):
@@ -258,7 +258,7 @@ def _classify(exc: openai.OpenAIError) -> _Failure:
         if "content_filter" in code or "content_policy" in code or "content management" in text:
             return _Failure("refused", message)
         return _Failure(f"judge_http_{status}", message)
-    # Malformed bodies (APIResponseValidationError) and anything else from the SDK.
+    # Malformed bodies (APIResponseValidationError, or the SDK's bare JSONDecodeError).
     return _Failure("judge_bad_response", message, transient=True)
 
 
@@ -285,7 +285,14 @@ def build_judge(
     tokens_per_minute: int | None,
 ) -> OpenAIJudge:
     """The production judge for these settings."""
-    client = AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+    client = AsyncOpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=0,
+        timeout=timeout_s,
+        # Responses of the wrong shape raise instead of arriving half-built.
+        _strict_response_validation=True,
+    )
     limiter = JudgeLimiter(requests_per_minute, tokens_per_minute)
     return OpenAIJudge(
         client, model, timeout_s=timeout_s, max_concurrency=max_concurrency, limiter=limiter

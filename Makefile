@@ -1,0 +1,52 @@
+# groundedness-worker: `make test` and `make demo` are all a fresh machine needs
+# (Python 3.11, Java 17 and Maven; Go only for the Helm chart checks).
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+KAFKA_PORT ?= 9092
+
+.PHONY: venv lint test test-unit test-integration kafka-start kafka-stop demo schemas helm bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,plot]'
+	touch $(STAMP)
+
+lint: venv
+	$(BIN)/ruff check consumer schemas tests benchmarks scripts
+	$(BIN)/mypy consumer schemas tests benchmarks
+
+kafka-start:
+	@scripts/kafka-local start
+
+kafka-stop:
+	@scripts/kafka-local stop
+
+helm:
+	@scripts/install-helm
+
+# Unit and integration tests against a real broker started by scripts/kafka-local.
+test: venv lint helm
+	KAFKA_PORT=$(KAFKA_PORT) scripts/kafka-local start
+	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q $(PYTEST_ARGS)
+
+test-unit: venv
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+demo: venv
+	$(BIN)/python scripts/demo.py
+
+bench: venv
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+schemas: venv
+	$(BIN)/python -m schemas.generate
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
