@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: venv
-	$(BIN)/ruff check consumer schemas tests benchmarks scripts
-	$(BIN)/mypy consumer schemas tests benchmarks
+	$(BIN)/ruff check consumer schemas tests scripts
+	$(BIN)/mypy consumer schemas tests scripts
 
 kafka-start:
 	@scripts/kafka-local start

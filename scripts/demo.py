@@ -41,7 +41,9 @@ def start_kafka() -> str:
         return os.environ["KAFKA_BOOTSTRAP_SERVERS"]
     console.print("[bold]starting Kafka[/] (scripts/kafka-local; first run downloads the jars)")
     out = subprocess.run(
-        [str(ROOT / "scripts" / "kafka-local"), "start"], check=True, capture_output=True,
+        [str(ROOT / "scripts" / "kafka-local"), "start"],
+        check=True,
+        capture_output=True,
         text=True,
     )
     return out.stdout.strip().splitlines()[-1]
@@ -49,8 +51,10 @@ def start_kafka() -> str:
 
 def start_local_judge(env: dict[str, str]) -> subprocess.Popen[bytes] | None:
     if env.get("OPENAI_API_KEY"):
-        console.print(f"judge: {env.get('OPENAI_BASE_URL') or 'OpenAI'} "
-                      f"({env.get('JUDGE_MODEL', 'gpt-4o-mini')})")
+        console.print(
+            f"judge: {env.get('OPENAI_BASE_URL') or 'OpenAI'} "
+            f"({env.get('JUDGE_MODEL', 'gpt-4o-mini')})"
+        )
         return None
     port = free_port()
     judge = subprocess.Popen(
@@ -75,7 +79,9 @@ def wait_for_port(port: int, timeout_s: float = 15.0) -> None:
     raise SystemExit(f"the local judge did not open port {port}")
 
 
-async def collect(bootstrap: str, topic: str, expected: int, timeout_s: float) -> list[dict[str, Any]]:
+async def collect(
+    bootstrap: str, topic: str, expected: int, timeout_s: float
+) -> list[dict[str, Any]]:
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await consumer.start()
     verdicts: dict[str, dict[str, Any]] = {}
@@ -95,14 +101,18 @@ async def collect(bootstrap: str, topic: str, expected: int, timeout_s: float) -
     return list(verdicts.values())
 
 
-def summarise(verdicts: list[dict[str, Any]], traces: list[dict[str, Any]], elapsed_s: float) -> None:
+def summarise(
+    verdicts: list[dict[str, Any]], traces: list[dict[str, Any]], elapsed_s: float
+) -> None:
     labels = {t["trace_id"]: t["metadata"]["label"] for t in traces}
     skipped = sum(1 for t in traces if not (t.get("output") or "").strip())
-    counts = {kind: sum(1 for v in verdicts if v["verdict"] == kind)
-              for kind in ("pass", "fail", "error")}
+    counts = {
+        kind: sum(1 for v in verdicts if v["verdict"] == kind) for kind in ("pass", "fail", "error")
+    }
     decided = [v for v in verdicts if v["verdict"] != "error"]
-    agree = sum(1 for v in decided
-                if (v["verdict"] == "pass") == (labels[v["trace_id"]] == "grounded"))
+    agree = sum(
+        1 for v in decided if (v["verdict"] == "pass") == (labels[v["trace_id"]] == "grounded")
+    )
     recalls = []
     for label, outcome in (("grounded", "pass"), ("ungrounded", "fail")):
         group = [v for v in verdicts if labels[v["trace_id"]] == label]
@@ -151,8 +161,9 @@ def main() -> int:
         code = worker.wait(timeout=60)
         summarise(verdicts, traces, elapsed)
         if len(verdicts) != expected or code != 0:
-            console.print(f"[red]incomplete: {len(verdicts)}/{expected} verdicts, "
-                          f"worker exit {code}[/]")
+            console.print(
+                f"[red]incomplete: {len(verdicts)}/{expected} verdicts, worker exit {code}[/]"
+            )
             return 1
         return 0
     finally:

@@ -1,0 +1,216 @@
+"""docker-compose.yml, Dockerfile and .dockerignore, checked by reading them (no Docker needed)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = REPO / "docker-compose.yml"
+DOCKERFILE = REPO / "Dockerfile"
+DOCKERIGNORE = REPO / ".dockerignore"
+TMP_MOUNT = "/tmp"  # noqa: S108 - the container's tmpfs, not a host path
+
+# The configuration contract (DESIGN.md): the only variable names the worker reads.
+CONTRACT_VARS = frozenset(
+    {
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "TRACES_TOPIC",
+        "VERDICTS_TOPIC",
+        "DLQ_TOPIC",
+        "CONSUMER_GROUP",
+        "DELIVERY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "JUDGE_MODEL",
+        "JUDGE_TIMEOUT_SECONDS",
+        "JUDGE_MAX_CONCURRENCY",
+        "JUDGE_REQUESTS_PER_MINUTE",
+        "JUDGE_TOKENS_PER_MINUTE",
+        "MIN_ACCEPTABLE_SCORE",
+        "MAX_DOCUMENTS",
+        "MAX_DOCUMENT_CHARS",
+        "MAX_OUTPUT_CHARS",
+        "CONTEXT_FIELD",
+        "HEALTH_PORT",
+        "LOG_LEVEL",
+        "LOG_FORMAT",
+        "KAFKA_SECURITY_PROTOCOL",
+        "KAFKA_SASL_MECHANISM",
+        "KAFKA_SASL_USERNAME",
+        "KAFKA_SASL_PASSWORD",
+        "KAFKA_SSL_CAFILE",
+    }
+)
+APP_SERVICES = ("local-judge", "worker", "loader")
+KRAFT_SETTINGS = (
+    "KAFKA_NODE_ID",
+    "KAFKA_PROCESS_ROLES",
+    "KAFKA_LISTENERS",
+    "KAFKA_ADVERTISED_LISTENERS",
+    "KAFKA_CONTROLLER_LISTENER_NAMES",
+    "KAFKA_CONTROLLER_QUORUM_VOTERS",
+    "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP",
+)
+
+Service = dict[str, Any]
+Instruction = tuple[str, str]
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, Service]:
+    compose = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(compose, dict)
+    found: dict[str, Service] = compose["services"]
+    return found
+
+
+def environment(service: Service) -> dict[str, str]:
+    """A service's environment, given as a mapping or as a list of NAME=value."""
+    env = service.get("environment", {})
+    if isinstance(env, list):
+        pairs = [item.split("=", 1) for item in env]
+        return {pair[0]: pair[1] if len(pair) > 1 else "" for pair in pairs}
+    return {str(name): str(value) for name, value in env.items()}
+
+
+def dockerfile_instructions() -> list[Instruction]:
+    """(INSTRUCTION, arguments) pairs: comments dropped, continuation lines joined."""
+    logical: list[str] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    assert not pending, "dangling line continuation"
+    result: list[Instruction] = []
+    for line in logical:
+        keyword, _, arguments = line.partition(" ")
+        result.append((keyword.upper(), arguments.strip()))
+    return result
+
+
+def final_stage() -> list[Instruction]:
+    instructions = dockerfile_instructions()
+    starts = [i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM"]
+    return instructions[starts[-1] :]
+
+
+def test_services_exist(services: dict[str, Service]) -> None:
+    assert {"kafka", "local-judge", "worker", "loader"} <= set(services)
+
+
+def test_kafka_is_single_node_kraft_with_healthcheck(services: dict[str, Service]) -> None:
+    kafka = services["kafka"]
+    assert kafka["image"] == "apache/kafka:4.1.1"
+    env = environment(kafka)
+    for setting in KRAFT_SETTINGS:
+        assert env.get(setting), setting
+    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert "CONTROLLER" in env["KAFKA_CONTROLLER_LISTENER_NAMES"]
+    assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f"{env['KAFKA_NODE_ID']}@")
+    assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "1"
+    assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "1"
+    assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == "1"
+    assert kafka["healthcheck"]["test"]
+
+
+@pytest.mark.parametrize("name", APP_SERVICES)
+def test_app_services_are_built_read_only(services: dict[str, Service], name: str) -> None:
+    service = services[name]
+    assert service["build"]["context"] == "."
+    assert service.get("dockerfile", service["build"].get("dockerfile", "Dockerfile")) == (
+        "Dockerfile"
+    )
+    assert service["read_only"] is True
+    assert TMP_MOUNT in service["tmpfs"]
+    assert set(environment(service)) <= CONTRACT_VARS
+
+
+def test_worker(services: dict[str, Service]) -> None:
+    worker = services["worker"]
+    assert worker["command"] == ["run"]
+    env = environment(worker)
+    assert set(env) <= CONTRACT_VARS, set(env) - CONTRACT_VARS
+    assert env["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
+    assert env["OPENAI_BASE_URL"] == "http://local-judge:8000/v1"
+    assert env["OPENAI_API_KEY"] == "local"
+    assert 0 <= float(env["MIN_ACCEPTABLE_SCORE"]) <= 1
+    assert worker["read_only"] is True
+    assert worker["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert "local-judge" in worker["depends_on"]
+    # Docker's default 10 s would kill the worker in the middle of its drain.
+    grace = re.fullmatch(r"(\d+)s", worker["stop_grace_period"])
+    assert grace is not None
+    assert int(grace.group(1)) > 45
+
+
+def test_local_judge(services: dict[str, Service]) -> None:
+    assert services["local-judge"]["command"] == [
+        "local-judge",
+        "--host",
+        "0.0.0.0",  # noqa: S104 - listens inside its container
+        "--port",
+        "8000",
+    ]
+
+
+def test_loader_runs_once(services: dict[str, Service]) -> None:
+    loader = services["loader"]
+    assert loader["command"] == ["load-sample"]
+    assert loader["restart"] == "no"
+    assert loader["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert environment(loader)["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
+
+
+def test_dockerfile_is_multi_stage() -> None:
+    bases = [args for keyword, args in dockerfile_instructions() if keyword == "FROM"]
+    assert len(bases) >= 2
+    assert all(base.split()[0] == "python:3.11-slim" for base in bases)
+    stage = final_stage()
+    copies = [args for keyword, args in stage if keyword == "COPY"]
+    assert copies
+    assert all(args.startswith("--from=") for args in copies)
+
+
+def test_dockerfile_runs_as_non_root() -> None:
+    users = [args for keyword, args in final_stage() if keyword == "USER"]
+    assert users
+    user = users[-1].split(":")[0]
+    assert user not in {"root", "0"}
+    assert user == "10001"
+
+
+def test_dockerfile_entrypoint_and_runtime_settings() -> None:
+    stage = final_stage()
+    last = {keyword: args for keyword, args in stage}
+    assert json.loads(last["ENTRYPOINT"]) == ["groundedness"]
+    assert json.loads(last["CMD"]) == ["run"]
+    assert last["STOPSIGNAL"] == "SIGTERM"
+    assert "8080" in last["EXPOSE"].split()
+    env = " ".join(args for keyword, args in stage if keyword == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env.split()
+    assert "PYTHONUNBUFFERED=1" in env.split()
+
+
+def test_dockerignore_keeps_the_context_small() -> None:
+    patterns = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    # Allow-list: everything excluded, then the build inputs re-included.
+    assert patterns[0] == "*"
+    assert {"!pyproject.toml", "!README.md", "!consumer/", "!schemas/"} <= set(patterns)
+    assert not any(p.startswith("!") and (".venv" in p or ".git" in p) for p in patterns)

@@ -1,0 +1,719 @@
+"""The Helm chart in helm/groundedness-worker: lint, render, and check the rendered objects.
+
+Needs the helm CLI (``scripts/install-helm`` puts it in ``.cache/bin``); skipped without it.
+No cluster and no network: only ``helm lint`` and ``helm template``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "groundedness-worker"
+RELEASE = "gw"
+NAMESPACE = "evals"
+FULLNAME = f"{RELEASE}-groundedness-worker"
+TMP_MOUNT = "/tmp"  # noqa: S108 - the container's writable emptyDir, not a host path
+
+# The configuration contract (DESIGN.md): the only variable names the worker reads.
+CONTRACT_VARS = frozenset(
+    {
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "TRACES_TOPIC",
+        "VERDICTS_TOPIC",
+        "DLQ_TOPIC",
+        "CONSUMER_GROUP",
+        "DELIVERY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "JUDGE_MODEL",
+        "JUDGE_TIMEOUT_SECONDS",
+        "JUDGE_MAX_CONCURRENCY",
+        "JUDGE_REQUESTS_PER_MINUTE",
+        "JUDGE_TOKENS_PER_MINUTE",
+        "MIN_ACCEPTABLE_SCORE",
+        "MAX_DOCUMENTS",
+        "MAX_DOCUMENT_CHARS",
+        "MAX_OUTPUT_CHARS",
+        "CONTEXT_FIELD",
+        "HEALTH_PORT",
+        "LOG_LEVEL",
+        "LOG_FORMAT",
+        "KAFKA_SECURITY_PROTOCOL",
+        "KAFKA_SASL_MECHANISM",
+        "KAFKA_SASL_USERNAME",
+        "KAFKA_SASL_PASSWORD",
+        "KAFKA_SSL_CAFILE",
+    }
+)
+WORKER_VARS = CONTRACT_VARS | {"DRAIN_TIMEOUT_SECONDS"}
+SECRET_VARS = frozenset({"OPENAI_API_KEY", "KAFKA_SASL_PASSWORD"})
+ALWAYS_CONFIGURED = frozenset(
+    {
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "TRACES_TOPIC",
+        "VERDICTS_TOPIC",
+        "DLQ_TOPIC",
+        "CONSUMER_GROUP",
+        "DELIVERY",
+        "JUDGE_MODEL",
+        "JUDGE_TIMEOUT_SECONDS",
+        "JUDGE_MAX_CONCURRENCY",
+        "MIN_ACCEPTABLE_SCORE",
+        "MAX_DOCUMENTS",
+        "MAX_DOCUMENT_CHARS",
+        "MAX_OUTPUT_CHARS",
+        "CONTEXT_FIELD",
+        "HEALTH_PORT",
+        "LOG_LEVEL",
+        "LOG_FORMAT",
+        "KAFKA_SECURITY_PROTOCOL",
+        "DRAIN_TIMEOUT_SECONDS",
+    }
+)
+INTEGER_VARS = frozenset(
+    {
+        "JUDGE_MAX_CONCURRENCY",
+        "JUDGE_REQUESTS_PER_MINUTE",
+        "JUDGE_TOKENS_PER_MINUTE",
+        "MAX_DOCUMENTS",
+        "MAX_DOCUMENT_CHARS",
+        "MAX_OUTPUT_CHARS",
+        "HEALTH_PORT",
+        "DRAIN_TIMEOUT_SECONDS",
+    }
+)
+
+Manifest = dict[str, Any]
+Values = dict[str, Any]
+
+SASL_TLS_KEDA: Values = {
+    "minAcceptableScore": 0.7,
+    "existingSecret": "gw-creds",
+    "secretKeys": {"openaiApiKey": "openai-key", "kafkaSaslPassword": "kafka-pass"},
+    "kafka": {
+        "bootstrapServers": "b1.kafka:9096,b2.kafka:9096",
+        "tracesTopic": "prod-llm-traces",
+        "consumerGroup": "gw-prod",
+        "securityProtocol": "SASL_SSL",
+        "sasl": {"mechanism": "SCRAM-SHA-512", "username": "groundedness"},
+        "tls": {"caSecret": "kafka-ca", "caKey": "ca.pem"},
+    },
+    "keda": {
+        "enabled": True,
+        "partitionCount": 12,
+        "minReplicas": 1,
+        "maxReplicas": 12,
+        "lagThreshold": 250,
+        "activationLagThreshold": 5,
+        "offsetResetPolicy": "latest",
+    },
+}
+
+# Values combinations that must lint and render.
+VALID_CASES: dict[str, Values] = {
+    "defaults": {"minAcceptableScore": 0.5},
+    "existing-secret": {
+        "minAcceptableScore": 0.5,
+        "existingSecret": "gw-creds",
+        "secretKeys": {"openaiApiKey": "openai-key"},
+    },
+    "chart-secret-sasl-plain": {
+        "minAcceptableScore": 0.5,
+        "secrets": {"openaiApiKey": "sk-test-123", "kafkaSaslPassword": "hunter2"},
+        "kafka": {
+            "securityProtocol": "SASL_PLAINTEXT",
+            "sasl": {"mechanism": "PLAIN", "username": "gw"},
+        },
+    },
+    "sasl-tls-keda": SASL_TLS_KEDA,
+    "tls-configmap-ca-keda": {
+        "minAcceptableScore": 0.5,
+        "kafka": {"securityProtocol": "SSL", "tls": {"caConfigMap": "kafka-ca-bundle"}},
+        "keda": {"enabled": True, "partitionCount": 6, "maxReplicas": 6},
+    },
+    "keda-plaintext": {
+        "minAcceptableScore": 0.5,
+        "keda": {"enabled": True, "partitionCount": 3, "maxReplicas": 3, "minReplicas": 0},
+    },
+    "hpa": {
+        "minAcceptableScore": 0.5,
+        "autoscaling": {
+            "enabled": True,
+            "minReplicas": 2,
+            "maxReplicas": 5,
+            "targetCPUUtilizationPercentage": 65,
+        },
+    },
+    "service-monitor": {
+        "minAcceptableScore": 0.5,
+        "serviceMonitor": {"enabled": True, "interval": "15s", "labels": {"release": "prom"}},
+    },
+    "judge-options": {
+        # A decimal passed with `helm --set` arrives as a string: accepted too.
+        "minAcceptableScore": "0.75",
+        "judge": {
+            "baseUrl": "http://local-judge:8000/v1",
+            "model": "judge-large",
+            "requestsPerMinute": 600,
+            "tokensPerMinute": 2000000,
+            "timeoutSeconds": 12.5,
+        },
+        "evaluation": {"contextField": "input", "maxDocumentChars": 1500000},
+        "healthPort": 9090,
+        "drainSeconds": 100,
+        "terminationGracePeriodSeconds": 130,
+        "logging": {"level": "debug", "format": "console"},
+    },
+    "score-zero": {"minAcceptableScore": 0},
+}
+
+# Values combinations that must fail to render, with a fragment of the expected message.
+INVALID_CASES: dict[str, tuple[Values, tuple[str, ...], str]] = {
+    "keda-max-replicas-above-partitions": (
+        {
+            "minAcceptableScore": 0.5,
+            "keda": {"enabled": True, "partitionCount": 3, "maxReplicas": 6},
+        },
+        (),
+        "keda.maxReplicas (6) must not exceed keda.partitionCount (3)",
+    ),
+    "keda-and-hpa": (
+        {
+            "minAcceptableScore": 0.5,
+            "keda": {"enabled": True, "partitionCount": 6, "maxReplicas": 6},
+            "autoscaling": {"enabled": True},
+        },
+        (),
+        "mutually exclusive",
+    ),
+    "keda-without-partition-count": (
+        {"minAcceptableScore": 0.5, "keda": {"enabled": True}},
+        (),
+        "partitionCount",
+    ),
+    "missing-min-score": ({}, (), "minAcceptableScore"),
+    "missing-min-score-template-check": (
+        {},
+        ("--skip-schema-validation",),
+        "minAcceptableScore is required",
+    ),
+    "min-score-above-one": ({"minAcceptableScore": 1.5}, (), "minAcceptableScore"),
+    "min-score-not-a-number": ({"minAcceptableScore": "high"}, (), "minAcceptableScore"),
+    "grace-equal-to-drain": (
+        {"minAcceptableScore": 0.5, "drainSeconds": 60, "terminationGracePeriodSeconds": 60},
+        (),
+        "terminationGracePeriodSeconds (60) must be greater than drainSeconds (60)",
+    ),
+    "grace-below-drain": (
+        {"minAcceptableScore": 0.5, "terminationGracePeriodSeconds": 30},
+        (),
+        "terminationGracePeriodSeconds (30) must be greater than drainSeconds (45)",
+    ),
+    "typo-in-key": (
+        {"minAcceptableScore": 0.5, "kafka": {"tracesTopc": "x"}},
+        (),
+        "tracesTopc",
+    ),
+    "sasl-without-password": (
+        {
+            "minAcceptableScore": 0.5,
+            "kafka": {
+                "securityProtocol": "SASL_SSL",
+                "sasl": {"mechanism": "PLAIN", "username": "gw"},
+            },
+        },
+        (),
+        "secrets.kafkaSaslPassword",
+    ),
+    "ca-without-tls": (
+        {"minAcceptableScore": 0.5, "kafka": {"tls": {"caSecret": "kafka-ca"}}},
+        (),
+        "kafka.securityProtocol is PLAINTEXT",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Helm:
+    """The helm CLI, run with its cache/config/data homes in a private directory."""
+
+    binary: str
+    env: dict[str, str]
+
+    def run(self, *args: str, values: Values | None = None) -> subprocess.CompletedProcess[str]:
+        command = [self.binary, *args]
+        stdin = None
+        if values is not None:
+            command += ["--values", "-"]
+            stdin = yaml.safe_dump(values)
+        return subprocess.run(
+            command,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+            check=False,
+        )
+
+    def template(self, values: Values, *extra: str) -> subprocess.CompletedProcess[str]:
+        return self.run(
+            "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *extra, values=values
+        )
+
+
+def find_helm() -> str | None:
+    local = REPO / ".cache" / "bin" / "helm"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which("helm")
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    binary = find_helm()
+    if binary is None:
+        pytest.skip("helm is not installed (run scripts/install-helm, or put helm on PATH)")
+    home = tmp_path_factory.mktemp("helm-home")
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    return Helm(binary=binary, env=env)
+
+
+@pytest.fixture(scope="session")
+def render(helm: Helm) -> Callable[[str], list[Manifest]]:
+    """Render a VALID_CASES entry (once per session) into its list of objects."""
+    cache: dict[str, list[Manifest]] = {}
+
+    def _render(case: str) -> list[Manifest]:
+        if case not in cache:
+            result = helm.template(VALID_CASES[case])
+            assert result.returncode == 0, result.stderr
+            cache[case] = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+        return cache[case]
+
+    return _render
+
+
+def objects(manifests: list[Manifest], kind: str) -> list[Manifest]:
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def one(manifests: list[Manifest], kind: str, name: str | None = None) -> Manifest:
+    found = [m for m in objects(manifests, kind) if name is None or m["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def worker_container(manifests: list[Manifest]) -> Manifest:
+    containers = one(manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["worker"]
+    container: Manifest = containers[0]
+    return container
+
+
+def config(manifests: list[Manifest]) -> dict[str, str]:
+    data: dict[str, str] = one(manifests, "ConfigMap")["data"]
+    return data
+
+
+def env_by_name(manifests: list[Manifest]) -> dict[str, Manifest]:
+    return {e["name"]: e for e in worker_container(manifests).get("env", [])}
+
+
+def secret_ref(manifests: list[Manifest], variable: str) -> tuple[str, str]:
+    ref = env_by_name(manifests)[variable]["valueFrom"]["secretKeyRef"]
+    return ref["name"], ref["key"]
+
+
+def scaler_auth(manifests: list[Manifest]) -> dict[str, Manifest]:
+    auth = one(manifests, "TriggerAuthentication")["spec"]
+    refs = [*auth.get("secretTargetRef", []), *auth.get("configMapTargetRef", [])]
+    return {ref["parameter"]: ref for ref in refs}
+
+
+def iter_strings(node: object) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from iter_strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from iter_strings(value)
+
+
+# --- every valid combination ---
+
+
+@pytest.mark.parametrize("case", list(VALID_CASES), ids=list(VALID_CASES))
+def test_lint_passes(helm: Helm, case: str) -> None:
+    result = helm.run("lint", str(CHART), "--strict", values=VALID_CASES[case])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ci_values_lint(helm: Helm) -> None:
+    for values_file in sorted((CHART / "ci").glob("*-values.yaml")):
+        result = helm.run("lint", str(CHART), "--strict", "--values", str(values_file))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("case", list(VALID_CASES), ids=list(VALID_CASES))
+def test_configmap_keys_are_contract_names(
+    render: Callable[[str], list[Manifest]], case: str
+) -> None:
+    manifests = render(case)
+    data = config(manifests)
+    assert set(data) <= WORKER_VARS - SECRET_VARS
+    assert set(data) >= ALWAYS_CONFIGURED
+    assert all(isinstance(value, str) for value in data.values())
+    for key in INTEGER_VARS & set(data):
+        assert re.fullmatch(r"[0-9]+", data[key]), f"{key}={data[key]!r}"
+    assert 0 <= float(data["MIN_ACCEPTABLE_SCORE"]) <= 1
+    container = worker_container(manifests)
+    assert container["envFrom"] == [
+        {"configMapRef": {"name": one(manifests, "ConfigMap")["metadata"]["name"]}}
+    ]
+
+
+@pytest.mark.parametrize("case", list(VALID_CASES), ids=list(VALID_CASES))
+def test_secrets_come_from_secret_refs(render: Callable[[str], list[Manifest]], case: str) -> None:
+    manifests = render(case)
+    env = env_by_name(manifests)
+    assert set(env) <= WORKER_VARS
+    assert "OPENAI_API_KEY" in env
+    for name in SECRET_VARS & set(env):
+        assert "value" not in env[name]
+        assert set(env[name]["valueFrom"]) == {"secretKeyRef"}
+    # No secret value leaks into anything but a Secret.
+    secrets = VALID_CASES[case].get("secrets", {})
+    for manifest in manifests:
+        if manifest["kind"] != "Secret":
+            for secret in secrets.values():
+                assert all(secret not in text for text in iter_strings(manifest))
+
+
+@pytest.mark.parametrize("case", list(VALID_CASES), ids=list(VALID_CASES))
+def test_probes_ports_and_security(render: Callable[[str], list[Manifest]], case: str) -> None:
+    manifests = render(case)
+    data = config(manifests)
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    container = worker_container(manifests)
+    assert container["command"] == ["groundedness"]
+    assert container["args"] == ["run"]
+
+    assert container["ports"] == [
+        {"name": "health", "containerPort": int(data["HEALTH_PORT"]), "protocol": "TCP"}
+    ]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+    security = container["securityContext"]
+    assert security["runAsNonRoot"] is True
+    assert security["runAsUser"] == 10001
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False
+
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert mounts["tmp"] == TMP_MOUNT
+    assert "emptyDir" in volumes["tmp"]
+
+    assert pod["terminationGracePeriodSeconds"] > int(data["DRAIN_TIMEOUT_SECONDS"])
+
+    resources = container["resources"]
+    assert resources["requests"] == {"cpu": "100m", "memory": "256Mi"}
+    assert resources["limits"]["memory"] == "512Mi"
+
+    annotations = one(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/config"])
+
+
+@pytest.mark.parametrize("case", list(VALID_CASES), ids=list(VALID_CASES))
+def test_service_pdb_and_service_account(
+    render: Callable[[str], list[Manifest]], case: str
+) -> None:
+    manifests = render(case)
+    deployment = one(manifests, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    service = one(manifests, "Service")
+    assert service["spec"]["ports"] == [
+        {
+            "name": "health",
+            "port": int(config(manifests)["HEALTH_PORT"]),
+            "targetPort": "health",
+            "protocol": "TCP",
+        }
+    ]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+    pdb = one(manifests, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+    account = one(manifests, "ServiceAccount")
+    assert (
+        deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    )
+
+    scaled = bool(
+        objects(manifests, "ScaledObject") or objects(manifests, "HorizontalPodAutoscaler")
+    )
+    assert ("replicas" in deployment["spec"]) is not scaled
+
+
+# --- specific combinations ---
+
+
+def test_defaults(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("defaults")
+    data = config(manifests)
+    assert data["MIN_ACCEPTABLE_SCORE"] == "0.5"
+    assert data["TRACES_TOPIC"] == "llm-traces"
+    assert data["VERDICTS_TOPIC"] == "groundedness-verdicts"
+    assert data["DLQ_TOPIC"] == "groundedness-dlq"
+    assert data["CONSUMER_GROUP"] == "groundedness-worker"
+    assert data["HEALTH_PORT"] == "8080"
+    assert data["DRAIN_TIMEOUT_SECONDS"] == "45"
+    assert data["KAFKA_SECURITY_PROTOCOL"] == "PLAINTEXT"
+    for unset in (
+        "OPENAI_BASE_URL",
+        "JUDGE_REQUESTS_PER_MINUTE",
+        "JUDGE_TOKENS_PER_MINUTE",
+        "KAFKA_SASL_MECHANISM",
+        "KAFKA_SASL_USERNAME",
+        "KAFKA_SSL_CAFILE",
+    ):
+        assert unset not in data
+
+    deployment = one(manifests, "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    pod = deployment["spec"]["template"]
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 60
+    assert "checksum/secret" in pod["metadata"]["annotations"]
+    assert worker_container(manifests)["image"] == "groundedness-worker:0.1.0"
+
+    secret = one(manifests, "Secret", FULLNAME)
+    assert secret_ref(manifests, "OPENAI_API_KEY") == (FULLNAME, "OPENAI_API_KEY")
+    assert "KAFKA_SASL_PASSWORD" not in env_by_name(manifests)
+    # No key given: the Secret has no entry, so the pod cannot start without one.
+    assert secret["data"] == {}
+
+    for kind in (
+        "ScaledObject",
+        "TriggerAuthentication",
+        "HorizontalPodAutoscaler",
+        "ServiceMonitor",
+    ):
+        assert objects(manifests, kind) == []
+
+
+def test_existing_secret(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("existing-secret")
+    assert objects(manifests, "Secret") == []
+    assert secret_ref(manifests, "OPENAI_API_KEY") == ("gw-creds", "openai-key")
+    annotations = one(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert "checksum/secret" not in annotations
+
+
+def test_chart_secret_with_sasl(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("chart-secret-sasl-plain")
+    secret = one(manifests, "Secret", FULLNAME)
+    assert set(secret["data"]) == {"OPENAI_API_KEY", "KAFKA_SASL_PASSWORD"}
+    assert secret_ref(manifests, "OPENAI_API_KEY") == (FULLNAME, "OPENAI_API_KEY")
+    assert secret_ref(manifests, "KAFKA_SASL_PASSWORD") == (FULLNAME, "KAFKA_SASL_PASSWORD")
+    data = config(manifests)
+    assert data["KAFKA_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
+    assert data["KAFKA_SASL_MECHANISM"] == "PLAIN"
+    assert data["KAFKA_SASL_USERNAME"] == "gw"
+    assert "KAFKA_SSL_CAFILE" not in data
+
+
+def test_changing_config_or_secret_rolls_pods(helm: Helm) -> None:
+    def annotations(values: Values) -> dict[str, str]:
+        result = helm.template(values)
+        assert result.returncode == 0, result.stderr
+        deployment = one([d for d in yaml.safe_load_all(result.stdout) if d], "Deployment")
+        found: dict[str, str] = deployment["spec"]["template"]["metadata"]["annotations"]
+        return found
+
+    base = annotations({"minAcceptableScore": 0.5})
+    other_config = annotations({"minAcceptableScore": 0.6})
+    other_secret = annotations({"minAcceptableScore": 0.5, "secrets": {"openaiApiKey": "k2"}})
+    assert base["checksum/config"] != other_config["checksum/config"]
+    assert base["checksum/secret"] == other_config["checksum/secret"]
+    assert base["checksum/secret"] != other_secret["checksum/secret"]
+
+
+def test_keda_with_sasl_and_tls(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("sasl-tls-keda")
+    data = config(manifests)
+    scaled = one(manifests, "ScaledObject")["spec"]
+    assert scaled["scaleTargetRef"]["name"] == one(manifests, "Deployment")["metadata"]["name"]
+    assert scaled["minReplicaCount"] == 1
+    assert scaled["maxReplicaCount"] == 12
+    assert scaled["maxReplicaCount"] <= SASL_TLS_KEDA["keda"]["partitionCount"]
+
+    [trigger] = scaled["triggers"]
+    assert trigger["type"] == "kafka"
+    assert trigger["metadata"] == {
+        "bootstrapServers": data["KAFKA_BOOTSTRAP_SERVERS"],
+        "consumerGroup": data["CONSUMER_GROUP"],
+        "topic": data["TRACES_TOPIC"],
+        "lagThreshold": "250",
+        "activationLagThreshold": "5",
+        "offsetResetPolicy": "latest",
+        "allowIdleConsumers": "false",
+    }
+    assert data["TRACES_TOPIC"] == "prod-llm-traces"
+    auth_object = one(manifests, "TriggerAuthentication")
+    assert trigger["authenticationRef"] == {"name": auth_object["metadata"]["name"]}
+
+    auth = scaler_auth(manifests)
+    assert set(auth) == {"sasl", "username", "password", "tls", "ca"}
+    # The password is read from the very Secret/key the worker gets KAFKA_SASL_PASSWORD from.
+    password = auth["password"]
+    assert (password["name"], password["key"]) == secret_ref(manifests, "KAFKA_SASL_PASSWORD")
+    assert (password["name"], password["key"]) == ("gw-creds", "kafka-pass")
+    assert (auth["ca"]["name"], auth["ca"]["key"]) == ("kafka-ca", "ca.pem")
+
+    params = {}
+    for parameter in ("sasl", "username", "tls"):
+        ref = auth[parameter]
+        params[parameter] = one(manifests, "Secret", ref["name"])["stringData"][ref["key"]]
+    assert params == {"sasl": "scram_sha512", "username": "groundedness", "tls": "enable"}
+
+    assert data["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+    assert data["KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
+    assert data["KAFKA_SASL_USERNAME"] == "groundedness"
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    ca_volume = {v["name"]: v for v in pod["volumes"]}["kafka-ca"]
+    assert ca_volume["secret"] == {
+        "secretName": "kafka-ca",
+        "items": [{"key": "ca.pem", "path": "ca.crt"}],
+    }
+    [mount] = [m for m in worker_container(manifests)["volumeMounts"] if m["name"] == "kafka-ca"]
+    assert mount["readOnly"] is True
+    assert data["KAFKA_SSL_CAFILE"] == f"{mount['mountPath']}/ca.crt"
+    assert objects(manifests, "HorizontalPodAutoscaler") == []
+
+
+def test_keda_with_tls_and_configmap_ca(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("tls-configmap-ca-keda")
+    auth = scaler_auth(manifests)
+    assert set(auth) == {"tls", "ca"}
+    assert (auth["ca"]["name"], auth["ca"]["key"]) == ("kafka-ca-bundle", "ca.crt")
+    spec = one(manifests, "TriggerAuthentication")["spec"]
+    assert [ref["parameter"] for ref in spec["configMapTargetRef"]] == ["ca"]
+    tls = auth["tls"]
+    assert one(manifests, "Secret", tls["name"])["stringData"][tls["key"]] == "enable"
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    ca_volume = {v["name"]: v for v in pod["volumes"]}["kafka-ca"]
+    assert ca_volume["configMap"]["name"] == "kafka-ca-bundle"
+    assert config(manifests)["KAFKA_SSL_CAFILE"].endswith("/ca.crt")
+    assert "KAFKA_SASL_PASSWORD" not in env_by_name(manifests)
+
+
+def test_keda_without_kafka_auth(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("keda-plaintext")
+    scaled = one(manifests, "ScaledObject")["spec"]
+    assert scaled["minReplicaCount"] == 0
+    assert scaled["maxReplicaCount"] == 3
+    [trigger] = scaled["triggers"]
+    assert "authenticationRef" not in trigger
+    assert trigger["metadata"]["allowIdleConsumers"] == "false"
+    assert trigger["metadata"]["offsetResetPolicy"] == "earliest"
+    assert objects(manifests, "TriggerAuthentication") == []
+
+
+def test_hpa(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("hpa")
+    hpa = one(manifests, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    spec = hpa["spec"]
+    assert spec["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": one(manifests, "Deployment")["metadata"]["name"],
+    }
+    assert (spec["minReplicas"], spec["maxReplicas"]) == (2, 5)
+    [metric] = spec["metrics"]
+    assert metric["resource"]["name"] == "cpu"
+    assert metric["resource"]["target"] == {"type": "Utilization", "averageUtilization": 65}
+    assert objects(manifests, "ScaledObject") == []
+
+
+def test_service_monitor(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("service-monitor")
+    monitor = one(manifests, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["interval"] == "15s"
+    service = one(manifests, "Service")
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+def test_judge_options(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("judge-options")
+    data = config(manifests)
+    assert data["MIN_ACCEPTABLE_SCORE"] == "0.75"
+    assert data["OPENAI_BASE_URL"] == "http://local-judge:8000/v1"
+    assert data["JUDGE_MODEL"] == "judge-large"
+    assert data["JUDGE_REQUESTS_PER_MINUTE"] == "600"
+    assert data["JUDGE_TOKENS_PER_MINUTE"] == "2000000"
+    assert data["JUDGE_TIMEOUT_SECONDS"] == "12.5"
+    assert data["MAX_DOCUMENT_CHARS"] == "1500000"
+    assert data["CONTEXT_FIELD"] == "input"
+    assert data["HEALTH_PORT"] == "9090"
+    assert data["DRAIN_TIMEOUT_SECONDS"] == "100"
+    assert (data["LOG_LEVEL"], data["LOG_FORMAT"]) == ("debug", "console")
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 130
+
+
+def test_score_zero_is_a_valid_threshold(render: Callable[[str], list[Manifest]]) -> None:
+    assert config(render("score-zero"))["MIN_ACCEPTABLE_SCORE"] == "0"
+
+
+# --- combinations that must not render ---
+
+
+@pytest.mark.parametrize(
+    ("values", "extra_args", "message"),
+    list(INVALID_CASES.values()),
+    ids=list(INVALID_CASES),
+)
+def test_invalid_values_fail(
+    helm: Helm, values: Values, extra_args: tuple[str, ...], message: str
+) -> None:
+    # `helm template` (like install/upgrade) fails; `helm lint` only logs a template's `fail`.
+    result = helm.template(values, *extra_args)
+    assert result.returncode != 0
+    assert message in result.stderr
