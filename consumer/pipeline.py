@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -83,6 +84,7 @@ class Pipeline:
         self._tasks: dict[Hashable, set[asyncio.Task[None]]] = {}
         self._paused = False
         self._last_commit = 0.0
+        self.outcomes: Counter[str] = Counter()  # pass/fail/error/skipped/dead_lettered
 
     # -- the fetch loop -------------------------------------------------------------------
 
@@ -178,6 +180,7 @@ class Pipeline:
             bound.exception("record_failed")
             reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
             await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
+            self.outcomes["dead_lettered"] += 1
         # A completion for a partition revoked (and maybe re-assigned) meanwhile is dropped.
         if self._tracker.current(tp) is offsets:
             offsets.done(record.offset)
@@ -189,11 +192,13 @@ class Pipeline:
             reason = exc.reason
             await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
             metrics.DEAD_LETTERS.inc()
+            self.outcomes["dead_lettered"] += 1
             bound.info("record_dead_lettered", reason=reason)
             return
         bound = bound.bind(trace_id=trace.trace_id[:200])
         if not trace.has_output:
             metrics.SKIPPED.inc()
+            self.outcomes["skipped"] += 1
             bound.debug("trace_skipped", reason="empty output")
             return
         source = Source(topic=record.topic, partition=record.partition, offset=record.offset)
@@ -202,6 +207,7 @@ class Pipeline:
         verdict = evaluation.verdict
         await self._deliver(lambda: self._sink.publish(verdict), bound)
         metrics.VERDICTS.labels(verdict.verdict).inc()
+        self.outcomes[verdict.verdict] += 1
         bound.info(
             "verdict_published", verdict=verdict.verdict, score=verdict.score,
             latency_ms=verdict.latency_ms,
