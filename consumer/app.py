@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from typing import Protocol
 
 import structlog
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from consumer.evaluate import Evaluator
@@ -21,10 +22,17 @@ from consumer.kafka import client_options
 from consumer.pipeline import Pipeline, PipelineConfig
 from consumer.prompt import Limits
 from consumer.settings import Settings
-from consumer.sink import KafkaVerdictSink
+from consumer.sink import KafkaVerdictSink, VerdictSink
 from consumer.source import create_consumer, subscribe
+from consumer.transactional import TransactionalSink
 
 log = structlog.get_logger(__name__)
+
+
+class Startable(Protocol):
+    """A Kafka client that connects on ``start()``."""
+
+    async def start(self) -> None: ...
 
 
 def make_judge(settings: Settings) -> OpenAIJudge:
@@ -56,16 +64,17 @@ def max_in_flight(settings: Settings) -> int:
     return max(64, 4 * settings.judge_max_concurrency)
 
 
-def create_producer(settings: Settings) -> AIOKafkaProducer:
-    """An idempotent producer (acks=all) for verdicts and dead letters."""
+def create_producer(settings: Settings, transactional_id: str | None = None) -> AIOKafkaProducer:
+    """An idempotent producer (acks=all) for verdicts and dead letters; transactional if asked."""
     return AIOKafkaProducer(
         enable_idempotence=True,
+        transactional_id=transactional_id,
         linger_ms=5,
         **client_options(settings, client_id=f"{settings.consumer_group}-producer"),
     )
 
 
-async def start_with_retry(client: AIOKafkaProducer, what: str, stop: asyncio.Event) -> bool:
+async def start_with_retry(client: Startable, what: str, stop: asyncio.Event) -> bool:
     """Start a Kafka client, retrying while the broker is unreachable; False if stopped."""
     delay = 1.0
     while not stop.is_set():
@@ -93,20 +102,55 @@ def _request_stop(stop: asyncio.Event, sig: signal.Signals) -> None:
     stop.set()
 
 
+class Rebalance:
+    """Partitions move: the pipeline lets go before the sink; the sink takes hold first."""
+
+    def __init__(self, pipeline: Pipeline, transactions: TransactionalSink | None) -> None:
+        self._pipeline = pipeline
+        self._transactions = transactions
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._pipeline.on_partitions_revoked(revoked)  # drains and commits first
+        if self._transactions is not None:
+            await self._transactions.partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self._transactions is not None:
+            await self._transactions.partitions_assigned(assigned)  # fences the old owner
+        self._pipeline.on_partitions_assigned(assigned)
+
+
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set, then drain and return; without ``stop``, until SIGTERM."""
     evaluator = make_evaluator(settings)  # raises ConfigError without an API key
     if stop is None:
         stop = asyncio.Event()
         install_signal_handlers(stop)
-    producer = create_producer(settings)
     consumer = create_consumer(settings)
-    sink = KafkaVerdictSink(producer, settings.verdicts_topic, settings.dlq_topic)
+    producer: AIOKafkaProducer | None = None
+    transactions: TransactionalSink | None = None
+    sink: VerdictSink
+    if settings.delivery == "exactly_once":
+        transactions = TransactionalSink(
+            lambda txn_id: create_producer(settings, transactional_id=txn_id),
+            settings.consumer_group,
+            settings.verdicts_topic,
+            settings.dlq_topic,
+        )
+        sink, commit = transactions, transactions.commit
+    else:
+        producer = create_producer(settings)
+        sink = KafkaVerdictSink(producer, settings.verdicts_topic, settings.dlq_topic)
+
+        async def commit(offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+            await consumer.commit(offsets)
+            return offsets
+
     config = PipelineConfig(
         max_in_flight=max_in_flight(settings), drain_timeout_s=settings.drain_timeout_seconds
     )
-    pipeline = Pipeline(consumer, sink, evaluator, consumer.commit, config)
-    subscribe(consumer, settings.traces_topic, pipeline)
+    pipeline = Pipeline(consumer, sink, evaluator, commit, config)
+    subscribe(consumer, settings.traces_topic, Rebalance(pipeline, transactions))
     log.info(
         "worker_starting",
         topic=settings.traces_topic,
@@ -116,7 +160,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         max_in_flight=config.max_in_flight,
     )
     try:
-        if not await start_with_retry(producer, "producer", stop):
+        if producer is not None and not await start_with_retry(producer, "producer", stop):
             return
         if not await start_with_retry(consumer, "consumer", stop):
             return
@@ -124,7 +168,10 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     finally:
         with contextlib.suppress(KafkaError):
             await consumer.stop()
-        with contextlib.suppress(KafkaError):
-            await producer.stop()
+        if producer is not None:
+            with contextlib.suppress(KafkaError):
+                await producer.stop()
+        if transactions is not None:
+            await transactions.close()
         await evaluator.judge.close()
         log.info("worker_stopped")

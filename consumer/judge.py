@@ -57,6 +57,11 @@ class Judge(Protocol):
 
     model: str
 
+    @property
+    def holding(self) -> bool:
+        """True while the judge is down for everyone (calls wait for it to come back)."""
+        ...
+
     async def judge(self, request: JudgeRequest) -> JudgeResult: ...
 
     async def close(self) -> None: ...
@@ -101,6 +106,11 @@ class OpenAIJudge:
         self._last_probe = (0.0, False)
         self._probe_lock = asyncio.Lock()
         self.breaker = CircuitBreaker(self.probe, first_delay_s=probe_delay_s)
+
+    @property
+    def holding(self) -> bool:
+        """True while the circuit is open."""
+        return self.breaker.is_open
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         """One evaluation: retries transient failures, retries an unparseable answer once."""

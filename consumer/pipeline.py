@@ -36,7 +36,8 @@ from schemas.verdict import Source
 log = structlog.get_logger(__name__)
 
 Partition = Any  # aiokafka's TopicPartition: hashable, with .topic and .partition
-Commit = Callable[[dict[Partition, int]], Awaitable[None]]
+# Commits the offsets it is given and returns those that did commit.
+Commit = Callable[[dict[Partition, int]], Awaitable[dict[Partition, int]]]
 
 
 class Consumer(Protocol):
@@ -49,6 +50,8 @@ class Consumer(Protocol):
     def assignment(self) -> set[Partition]: ...
 
     def pause(self, *partitions: Partition) -> None: ...
+
+    def seek(self, partition: Partition, offset: int) -> None: ...
 
     def resume(self, *partitions: Partition) -> None: ...
 
@@ -104,7 +107,14 @@ class Pipeline:
             timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)
         )
         for tp, records in batches.items():
-            offsets = self._tracker.partition(tp)
+            offsets = self._tracker.current(tp)
+            if offsets is None:
+                # Fetched while the assignment callback is still running (aiokafka fetches as
+                # soon as partitions are assigned): put the records back until it has run, so
+                # no record is handled before the partition's state (and, for exactly-once,
+                # its fencing producer) exists.
+                self._consumer.seek(tp, records[0].offset)
+                continue
             tasks = self._tasks.setdefault(tp, set())
             for record in records:
                 offsets.add(record.offset)
@@ -114,14 +124,17 @@ class Pipeline:
         metrics.IN_FLIGHT.set(self._tracker.uncommitted)
 
     def _apply_backpressure(self, room: int) -> None:
-        if room <= 0 and not self._paused:
+        # Pause when full, or while the judge is down for everyone (fetching more would only
+        # queue work behind the circuit breaker); resume at half full, with hysteresis.
+        holding = self._evaluator.judge.holding
+        if (room <= 0 or holding) and not self._paused:
             self._paused = True
             self._consumer.pause(*self._consumer.assignment())
-            log.debug("partitions_paused", uncommitted=self._tracker.uncommitted)
-        elif self._paused and room >= self._config.max_in_flight // 2:
+            log.info("partitions_paused", uncommitted=self._tracker.uncommitted, judge_down=holding)
+        elif self._paused and not holding and room >= self._config.max_in_flight // 2:
             self._paused = False
             self._consumer.resume(*self._consumer.assignment())
-            log.debug("partitions_resumed", uncommitted=self._tracker.uncommitted)
+            log.info("partitions_resumed", uncommitted=self._tracker.uncommitted)
 
     async def commit(self, *, force: bool) -> None:
         """Commit every watermark that moved (at most every ``commit_interval_s``)."""
@@ -133,11 +146,11 @@ class Pipeline:
         if not offsets:
             return
         try:
-            await self._commit_offsets(offsets)
+            committed = await self._commit_offsets(offsets)
         except Exception as exc:  # a rebalance in progress; the revoke path commits instead
             log.warning("commit_failed", error=f"{type(exc).__name__}: {exc}")
             return
-        self._tracker.committed(offsets)
+        self._tracker.committed(committed)
         metrics.IN_FLIGHT.set(self._tracker.uncommitted)
 
     # -- rebalances (called by the consumer's listener, between fetches) -------------------
@@ -164,7 +177,6 @@ class Pipeline:
     def on_partitions_assigned(self, assigned: Collection[Partition]) -> None:
         """Start fresh state; aiokafka forgets pauses on assignment, so re-pause if full."""
         for tp in assigned:
-            self._tracker.drop(tp)
             self._tracker.partition(tp)
         if self._paused and assigned:
             self._consumer.pause(*assigned)

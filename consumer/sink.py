@@ -14,14 +14,15 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.errors import KafkaError
 
 from consumer.errors import PublishError
 from consumer.prompt import PROMPT_VERSION
 from schemas.verdict import VerdictEvent
 
 Headers = Sequence[tuple[str, bytes]]
-# Room left for the DLQ headers when an oversized original must be cut to fit.
+# Kafka's default record limit is 1 MiB: an original above this is cut to leave room for
+# the DLQ headers (its original size is recorded).
 _DLQ_VALUE_LIMIT = 900_000
 
 
@@ -74,26 +75,27 @@ class KafkaVerdictSink:
 
     async def dead_letter(self, record: Record, reason: str) -> None:
         """Send the original bytes with the reason and source coordinates as headers."""
+        value, headers = dead_letter_message(record, reason)
         try:
-            await self._dead_letter(record, reason)
+            delivery = await self._producer.send(
+                self._dlq_topic, value=value, key=record.key, headers=headers
+            )
+            await delivery
         except KafkaError as exc:
             detail = f"{type(exc).__name__}: {exc}"
             raise PublishError(f"dead letter not acknowledged: {detail}") from exc
 
-    async def _dead_letter(self, record: Record, reason: str) -> None:
-        headers = dead_letter_headers(record, reason)
-        try:
-            delivery = await self._producer.send(
-                self._dlq_topic, value=record.value, key=record.key, headers=headers
-            )
-        except MessageSizeTooLargeError:
-            # The original plus our headers no longer fits: keep its head, say so.
-            value = (record.value or b"")[:_DLQ_VALUE_LIMIT]
-            headers.append(("dlq.value_truncated", str(len(record.value or b"")).encode()))
-            delivery = await self._producer.send(
-                self._dlq_topic, value=value, key=record.key, headers=headers
-            )
-        await delivery
+
+def dead_letter_message(
+    record: Record, reason: str
+) -> tuple[bytes | None, list[tuple[str, bytes]]]:
+    """The dead letter's value and headers; an original too large to carry them is cut."""
+    headers = dead_letter_headers(record, reason)
+    value = record.value
+    if value is not None and len(value) > _DLQ_VALUE_LIMIT:
+        headers.append(("dlq.value_truncated", str(len(value)).encode()))
+        value = value[:_DLQ_VALUE_LIMIT]
+    return value, headers
 
 
 def dead_letter_headers(record: Record, reason: str) -> list[tuple[str, bytes]]:

@@ -15,7 +15,7 @@ class RebalanceHandler(Protocol):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None: ...
 
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -26,7 +26,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         await self._handler.on_partitions_revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        self._handler.on_partitions_assigned(set(assigned))
+        await self._handler.on_partitions_assigned(set(assigned))
 
 
 def create_consumer(settings: Settings, *, group_id: str | None = None) -> AIOKafkaConsumer:

@@ -99,8 +99,10 @@ async def worker(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncI
         await asyncio.wait_for(task, timeout=60)
 
 
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
 async def test_mixed_stream_gives_one_correct_outcome_per_record(
-    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    delivery: str,
 ) -> None:
     judge, server = fake_judge
     topics = Topics.fresh("mixed")
@@ -115,6 +117,7 @@ async def test_mixed_stream_gives_one_correct_outcome_per_record(
         "JUDGE_MAX_CONCURRENCY": "4",
         "JUDGE_TIMEOUT_SECONDS": "5",
         "LOG_LEVEL": "warning",
+        "DELIVERY": delivery,
     }
 
     async with worker(env, monkeypatch):
