@@ -1,0 +1,140 @@
+"""The judge failing for everyone holds the worker; failing for one trace gives an error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from consumer.app import run_worker
+from consumer.judge_server import JudgeServer
+from consumer.settings import load_settings
+from tests.fakes.judge import ScriptedJudge
+from tests.integration.streams import (
+    Topics,
+    create_topics,
+    group_offsets,
+    produce,
+    read_all,
+    trace,
+    verdicts_by_trace,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@asynccontextmanager
+async def running_worker(
+    kafka: str, topics: Topics, server: JudgeServer, monkeypatch: pytest.MonkeyPatch,
+    **extra: str,
+) -> AsyncIterator[None]:
+    env = topics.env(kafka) | {
+        "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.url,
+        "MIN_ACCEPTABLE_SCORE": "0.5", "JUDGE_MAX_CONCURRENCY": "4",
+        "JUDGE_TIMEOUT_SECONDS": "5", **extra,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(load_settings(), stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=60)
+
+
+async def wait_for(predicate: object, timeout_s: float) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
+async def test_outage_holds_then_resumes_without_error_verdicts(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    delivery: str,
+) -> None:
+    judge, server = fake_judge
+    judge.latency_s = 0.02
+    topics = Topics.fresh("outage")
+    await create_topics(kafka, topics, partitions=3)
+    count = 300
+    await produce(kafka, topics.traces, [trace(f"t{i}", f"answer {i} [[score=4]]")
+                                         for i in range(count)])
+
+    async with running_worker(kafka, topics, server, monkeypatch, DELIVERY=delivery):
+        await wait_for(lambda: judge.count() >= 60, timeout_s=30)
+        judge.outage = 503
+        outage_started = time.monotonic()
+        await asyncio.sleep(8.0)
+        during = [c for c in judge.calls if c.at >= outage_started + 4.0]
+        judge.outage = None
+        resumed_at = time.monotonic()
+        records = await read_all(kafka, topics.verdicts, at_least=count, timeout_s=90)
+        recovered_s = time.monotonic() - resumed_at
+        await asyncio.sleep(0.5)
+
+    verdicts = verdicts_by_trace(records)
+    assert len(verdicts) == count
+    outcomes = {v["verdict"] for group in verdicts.values() for v in group}
+    assert outcomes == {"pass"}, "no trace is turned into an error by an outage"
+    # Once the circuit is open only probes reach the judge, at growing intervals.
+    assert all(c.answer == "probe" for c in during), [c.answer for c in during][:5]
+    assert 1 <= len(during) <= 4
+    assert recovered_s < 40
+    committed, ends = await group_offsets(kafka, topics.group, topics.traces)
+    assert committed == ends
+
+
+async def test_every_seventh_call_429_still_gives_correct_verdicts(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    judge, server = fake_judge
+    judge.fail_every_nth = (7, 429)
+    judge.retry_after_s = 0.2
+    topics = Topics.fresh("every7")
+    await create_topics(kafka, topics, partitions=3)
+    count = 120
+    await produce(kafka, topics.traces, [trace(f"t{i}", f"a {i} [[score={1 + i % 5}]]")
+                                         for i in range(count)])
+    async with running_worker(kafka, topics, server, monkeypatch):
+        records = await read_all(kafka, topics.verdicts, at_least=count, timeout_s=60,
+                                 settle_s=1.0)
+    verdicts = verdicts_by_trace(records)
+    assert len(verdicts) == count
+    for trace_id, group in verdicts.items():
+        raw = 1 + int(trace_id[1:]) % 5
+        assert [v["raw_score"] for v in group] == [raw] * len(group)
+    rate_limited = [c for c in judge.calls if c.status == 429]
+    assert len(rate_limited) >= count // 7
+    # Each 429 asked for 0.2 s: no retry of that trace came sooner.
+    for call in rate_limited:
+        later = [c.at for c in judge.calls_for(call.answer) if c.at > call.at]
+        assert later, f"{call.answer} was never retried"
+        assert later[0] - call.at >= 0.19
+
+
+async def test_per_trace_failure_while_healthy_is_an_error_verdict(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    judge, server = fake_judge
+    topics = Topics.fresh("onebad")
+    await create_topics(kafka, topics, partitions=1)
+    values = [trace(f"ok{i}", f"fine {i} [[score=5]]") for i in range(30)]
+    values.insert(10, trace("bad", "always fails [[status=502]]"))
+    await produce(kafka, topics.traces, values)
+    async with running_worker(kafka, topics, server, monkeypatch):
+        records = await read_all(kafka, topics.verdicts, at_least=31, timeout_s=60)
+    verdicts = verdicts_by_trace(records)
+    (bad,) = verdicts["bad"]
+    assert bad["verdict"] == "error"
+    assert bad["error"]["type"] == "judge_http_502"
+    assert json.dumps(bad).count("sk-test") == 0
+    assert all(v[0]["verdict"] == "pass" for k, v in verdicts.items() if k != "bad")
