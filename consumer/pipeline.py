@@ -87,7 +87,11 @@ class Pipeline:
         self._tasks: dict[Hashable, set[asyncio.Task[None]]] = {}
         self._paused = False
         self._last_commit = 0.0
+        # The fetch loop and the rebalance listener both commit; one at a time (a transaction
+        # per partition producer cannot overlap another).
+        self._commit_lock = asyncio.Lock()
         self.outcomes: Counter[str] = Counter()  # pass/fail/error/skipped/dead_lettered
+        self.last_fetch_at: float | None = None  # monotonic; the liveness heartbeat (health.py)
 
     # -- the fetch loop -------------------------------------------------------------------
 
@@ -106,6 +110,7 @@ class Pipeline:
         batches = await self._consumer.getmany(
             timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)
         )
+        self.last_fetch_at = time.monotonic()
         for tp, records in batches.items():
             offsets = self._tracker.current(tp)
             if offsets is None:
@@ -146,7 +151,8 @@ class Pipeline:
         if not offsets:
             return
         try:
-            committed = await self._commit_offsets(offsets)
+            async with self._commit_lock:
+                committed = await self._commit_offsets(offsets)
         except Exception as exc:  # a rebalance in progress; the revoke path commits instead
             log.warning("commit_failed", error=f"{type(exc).__name__}: {exc}")
             return
@@ -166,7 +172,8 @@ class Pipeline:
         offsets = {tp: mark for tp, mark in self._tracker.to_commit().items() if tp in revoked}
         if offsets:
             try:
-                await self._commit_offsets(offsets)
+                async with self._commit_lock:
+                    await self._commit_offsets(offsets)
             except Exception as exc:
                 log.warning("revoke_commit_failed", error=f"{type(exc).__name__}: {exc}")
         for tp in revoked:
