@@ -124,7 +124,7 @@ async def test_every_seventh_call_429_still_gives_correct_verdicts(
 async def test_per_trace_failure_while_healthy_is_an_error_verdict(
     kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    judge, server = fake_judge
+    _, server = fake_judge
     topics = Topics.fresh("onebad")
     await create_topics(kafka, topics, partitions=1)
     values = [trace(f"ok{i}", f"fine {i} [[score=5]]") for i in range(30)]
