@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,6 +12,7 @@ from consumer.errors import DecodeError
 from schemas.trace import TraceEvent
 
 MAX_REASON_CHARS = 300
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
 
 
 def decode_trace(value: bytes | None) -> TraceEvent:
@@ -60,11 +62,19 @@ def _refuse_constant(name: str) -> Any:
 
 def _refuse_lone_surrogates(document: dict[str, Any]) -> None:
     # Escaped lone surrogates (\ud800) parse into str objects that cannot be encoded again,
-    # so they would fail later when the prompt or the verdict is written.
-    try:
-        json.dumps(document, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise DecodeError("value holds a lone UTF-16 surrogate escape") from exc
+    # so they would fail later when the prompt or the verdict is written. (json.loads joins
+    # valid pairs, so any surrogate left is lone.) Walked with a stack, not json.dumps: a
+    # document nested just under the parser's depth limit would overflow a recursive walk.
+    pending: list[Any] = [document]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str) and _SURROGATE.search(item):
+            raise DecodeError("value holds a lone UTF-16 surrogate escape")
 
 
 def _first_problem(exc: ValidationError) -> str:

@@ -41,11 +41,11 @@ def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
         cache_logger_on_first_use=False,
     )
     # Library loggers (aiokafka, openai, httpx) go through the same pipeline and redaction.
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_CurrentStderr())
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
@@ -55,6 +55,16 @@ def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(numeric, logging.WARNING))
+
+
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is at write time (it is swapped by test runners and tools)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def _scrub(value: Any, secrets: tuple[str, ...]) -> Any:

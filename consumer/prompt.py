@@ -163,7 +163,9 @@ def parse_answer(text: str | None) -> JudgeAnswer:
     if not text or not text.strip():
         raise JudgeError("unparseable_answer", "the judge returned an empty answer")
     candidate = text.strip()
-    fenced = _FENCED.search(candidate)
+    # Only an answer that is not already a bare object may be wrapped in a fence: the claims
+    # quoted inside a bare object can hold ``` themselves (quoted from the judged answer).
+    fenced = None if candidate.startswith("{") else _FENCED.search(candidate)
     if fenced:
         candidate = fenced.group(1)
     start, end = candidate.find("{"), candidate.rfind("}")
