@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -41,7 +41,7 @@ def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),
         cache_logger_on_first_use=False,
     )
     # Library loggers (aiokafka, openai, httpx) go through the same pipeline and redaction.
