@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: venv
-	$(BIN)/ruff check consumer schemas tests scripts
-	$(BIN)/mypy consumer schemas tests scripts
+	$(BIN)/ruff check consumer schemas tests scripts benchmarks
+	$(BIN)/mypy consumer schemas tests scripts benchmarks
 
 kafka-start:
 	@scripts/kafka-local start

@@ -17,8 +17,9 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from consumer.evaluate import Evaluator
+from consumer.health import WorkerHealth
 from consumer.judge import OpenAIJudge, build_judge
-from consumer.kafka import client_options
+from consumer.kafka import client_options, start_client
 from consumer.pipeline import Pipeline, PipelineConfig
 from consumer.prompt import Limits
 from consumer.settings import Settings
@@ -79,7 +80,7 @@ async def start_with_retry(client: Startable, what: str, stop: asyncio.Event) ->
     delay = 1.0
     while not stop.is_set():
         try:
-            await client.start()
+            await start_client(client)  # ConfigError when the broker refuses the login
             return True
         except KafkaConnectionError as exc:
             log.warning("kafka_unreachable", client=what, error=str(exc), retry_in_s=delay)
@@ -150,7 +151,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         max_in_flight=max_in_flight(settings), drain_timeout_s=settings.drain_timeout_seconds
     )
     pipeline = Pipeline(consumer, sink, evaluator, commit, config)
-    subscribe(consumer, settings.traces_topic, Rebalance(pipeline, transactions))
+    health = WorkerHealth(consumer, pipeline, stop)
+    subscribe(consumer, settings.traces_topic, health.track(Rebalance(pipeline, transactions)))
     log.info(
         "worker_starting",
         topic=settings.traces_topic,
@@ -160,12 +162,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         max_in_flight=config.max_in_flight,
     )
     try:
+        await health.start(settings.health_port)
         if producer is not None and not await start_with_retry(producer, "producer", stop):
             return
         if not await start_with_retry(consumer, "consumer", stop):
             return
         await pipeline.run(stop)
     finally:
+        await health.close()
         with contextlib.suppress(KafkaError):
             await consumer.stop()
         if producer is not None:

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from consumer import metrics
+
 log = structlog.get_logger(__name__)
 
 Probe = Callable[[], Awaitable[bool]]
@@ -43,6 +45,7 @@ class CircuitBreaker:
             return
         log.warning("judge_circuit_open", reason=reason)
         self._closed.clear()
+        metrics.CIRCUIT_OPEN.set(1)
         self._prober = asyncio.create_task(self._probe_until_healthy(), name="judge-probe")
 
     async def _probe_until_healthy(self) -> None:
@@ -52,6 +55,7 @@ class CircuitBreaker:
             if await self._probe():
                 log.info("judge_circuit_closed")
                 self._closed.set()
+                metrics.CIRCUIT_OPEN.set(0)
                 return
             delay = min(delay * 2, self._max_delay_s)
 

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
+import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
 
 from consumer.errors import ConfigError
 from consumer.logs import configure_logging
+from consumer.progress import interactive
+from consumer.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS
 from consumer.settings import Settings, load_settings
 
 EXIT_CONFIG = 2
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,12 +55,48 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--topic", help="topic to load (default: TRACES_TOPIC)")
     load.add_argument("--limit", type=int, help="load only the first N traces")
     load.set_defaults(command=_load_sample)
+
+    replay = commands.add_parser(
+        "replay", help="judge one time window of a topic again, outside the consumer group"
+    )
+    replay.add_argument("--from", dest="start", required=True, metavar="ISO",
+                        help="first instant of the window (ISO 8601; UTC when no zone)")
+    replay.add_argument("--to", dest="end", metavar="ISO",
+                        help="end of the window, excluded (default: the topic's end now)")
+    replay.add_argument("--topic", help="topic to replay (default: TRACES_TOPIC)")
+    replay.add_argument("--summary-json", type=Path, metavar="PATH",
+                        help="also write the summary as JSON")
+    replay.add_argument("--dry-run", action="store_true",
+                        help="only count and estimate tokens: no judge calls, nothing published")
+    replay.add_argument("--price-per-million-tokens", type=float, metavar="USD",
+                        default=DEFAULT_PRICE_PER_MILLION_TOKENS,
+                        help="for the dry run's cost estimate (default: %(default)s, "
+                             "gpt-4o-mini input pricing)")
+    replay.set_defaults(command=_replay)
+
+    check = commands.add_parser(
+        "check", help="judge traces from a JSON or JSON-lines file, without Kafka"
+    )
+    check.add_argument("file", metavar="FILE", help="one trace JSON or JSON lines; - for stdin")
+    check.set_defaults(command=_check)
+
+    evaluate = commands.add_parser("eval", help="measure the judge against labelled traces")
+    evaluate.add_argument("--dataset", type=Path, required=True, metavar="FILE",
+                          help="labelled JSON lines (input, documents, output, label)")
+    evaluate.add_argument("--json", type=Path, required=True, metavar="PATH",
+                          help="write the metrics here")
+    evaluate.add_argument("--plot", type=Path, metavar="PATH.png",
+                          help="draw the score distribution per label (needs matplotlib)")
+    evaluate.set_defaults(command=_eval)
     return parser
 
 
-def _settings() -> Settings:
+def _settings(*, progress_bar: bool = False) -> Settings:
     settings = load_settings()
-    configure_logging(settings.log_level, settings.log_format, settings.secrets())
+    level = settings.log_level
+    if progress_bar and interactive() and level == "info":
+        level = "warning"  # a person watches the bar; per-record lines would bury it
+    configure_logging(level, settings.log_format, settings.secrets())
     return settings
 
 
@@ -78,6 +123,61 @@ def _load_sample(args: argparse.Namespace) -> int:
     count = asyncio.run(load_sample(settings, args.topic or settings.traces_topic, args.limit))
     print(f"loaded {count} traces into {args.topic or settings.traces_topic}")
     return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from consumer.replay import ReplayRequest, parse_instant, replay
+    from consumer.replay_summary import summary_table
+
+    start = parse_instant(args.start, "--from")
+    end = parse_instant(args.end, "--to") if args.end is not None else None
+    if args.price_per_million_tokens < 0:
+        raise ConfigError("--price-per-million-tokens cannot be negative")
+    settings = _settings(progress_bar=True)
+    request = ReplayRequest(
+        topic=args.topic or settings.traces_topic, start=start, end=end,
+        dry_run=args.dry_run, price_per_million_tokens=args.price_per_million_tokens,
+    )
+    summary = asyncio.run(replay(settings, request))
+    Console().print(summary_table(summary))
+    if args.summary_json is not None:
+        _write_json(args.summary_json, summary)
+    return 0 if summary["complete"] else EXIT_INTERRUPTED
+
+
+def _check(args: argparse.Namespace) -> int:
+    from consumer.offline import check
+
+    settings = _settings()
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"check: cannot read {args.file}: {exc}") from exc
+    return asyncio.run(check(settings, text))
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from consumer.eval_report import eval_table, plot_scores
+    from consumer.offline import evaluate_dataset, read_dataset
+
+    settings = _settings(progress_bar=True)
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError("--plot needs matplotlib: pip install 'groundedness-worker[plot]'")
+    rows = read_dataset(args.dataset)
+    report = asyncio.run(evaluate_dataset(settings, rows))
+    report["dataset"] = str(args.dataset)
+    _write_json(args.json, report)
+    Console().print(eval_table(report, str(args.dataset)))
+    if args.plot is not None:
+        plot_scores(args.plot, report)
+    return 0
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc}") from exc
 
 
 if __name__ == "__main__":

@@ -1,4 +1,20 @@
-"""Prometheus metrics of the worker (served on ``HEALTH_PORT`` at ``/metrics``)."""
+"""Prometheus metrics of the worker (served on ``HEALTH_PORT`` at ``/metrics``).
+
+Counters are exposed with the ``_total`` suffix (``groundedness_verdicts_total``). Label
+values known in advance start at 0, so rates and ratios exist before the first event.
+
+| metric | type | updated by |
+|---|---|---|
+| ``groundedness_verdicts_total{verdict}`` | counter | pipeline, once the broker has the verdict |
+| ``groundedness_skipped_total`` | counter | pipeline (empty output: no verdict) |
+| ``groundedness_dead_letters_total`` | counter | pipeline (undecodable record) |
+| ``groundedness_judge_latency_seconds`` | histogram | pipeline, per evaluation, retries included |
+| ``groundedness_judge_tokens_total{kind}`` | counter | pipeline (``prompt`` / ``completion``) |
+| ``groundedness_judge_retries_total`` | counter | pipeline (attempts beyond the first) |
+| ``groundedness_in_flight`` | gauge | pipeline (records between fetch and commit) |
+| ``groundedness_consumer_lag{topic,partition}`` | gauge | health watch, every few seconds |
+| ``groundedness_circuit_open`` | gauge | circuit breaker (1 while the judge is down) |
+"""
 
 from __future__ import annotations
 
@@ -32,10 +48,16 @@ IN_FLIGHT = Gauge(
 )
 CONSUMER_LAG = Gauge(
     "groundedness_consumer_lag",
-    "Records behind the end of the partition.",
+    "Records of an assigned partition not yet fetched: end offset (last stable offset, as "
+    "the worker reads committed records only) minus the consumer's position.",
     ["topic", "partition"],
     registry=REGISTRY,
 )
 CIRCUIT_OPEN = Gauge(
     "groundedness_circuit_open", "1 while the judge is considered down.", registry=REGISTRY
 )
+
+for _verdict in ("pass", "fail", "error"):
+    VERDICTS.labels(_verdict)
+for _kind in ("prompt", "completion"):
+    JUDGE_TOKENS.labels(_kind)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +54,8 @@ async def create_topics(bootstrap: str, topics: Topics, partitions: int = 3) -> 
 
 
 async def produce(
-    bootstrap: str, topic: str, values: list[bytes | None],
-    *, keys: list[bytes | None] | None = None,
+    bootstrap: str, topic: str, values: Sequence[bytes | None],
+    *, keys: Sequence[bytes | None] | None = None,
 ) -> None:
     """Produce raw values, spread over the partitions by key (round-robin when keys are None)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)

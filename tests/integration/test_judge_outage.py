@@ -35,7 +35,7 @@ async def running_worker(
     env = topics.env(kafka) | {
         "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.url,
         "MIN_ACCEPTABLE_SCORE": "0.5", "JUDGE_MAX_CONCURRENCY": "4",
-        "JUDGE_TIMEOUT_SECONDS": "5", **extra,
+        "JUDGE_TIMEOUT_SECONDS": "5", "HEALTH_PORT": "0", **extra,
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)

@@ -118,6 +118,7 @@ async def test_mixed_stream_gives_one_correct_outcome_per_record(
         "JUDGE_TIMEOUT_SECONDS": "5",
         "LOG_LEVEL": "warning",
         "DELIVERY": delivery,
+        "HEALTH_PORT": "0",
     }
 
     async with worker(env, monkeypatch):

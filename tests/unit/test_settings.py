@@ -12,7 +12,9 @@ from consumer.settings import load_settings
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("MIN_ACCEPTABLE_SCORE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DELIVERY",
-                 "JUDGE_MAX_CONCURRENCY", "KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_PASSWORD"):
+                 "JUDGE_MAX_CONCURRENCY", "KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_PASSWORD",
+                 "KAFKA_BOOTSTRAP_SERVERS", "TRACES_TOPIC", "VERDICTS_TOPIC", "DLQ_TOPIC",
+                 "CONSUMER_GROUP", "JUDGE_MODEL", "HEALTH_PORT", "LOG_LEVEL", "LOG_FORMAT"):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -1,0 +1,87 @@
+"""How ``groundedness eval`` shows its metrics: a table, and the score distribution plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from consumer.errors import ConfigError
+
+
+def eval_table(report: dict[str, Any], dataset: str) -> Table:
+    """The metrics for people (positive class: ungrounded, predicted by a fail verdict)."""
+    table = Table(title=f"eval of {report['judge_model']} on {dataset}")
+    table.add_column("")
+    table.add_column("value", justify="right")
+    table.add_row("rows / judged with a score", f"{report['rows']} / {report['count']}")
+    table.add_row("errors (excluded)", str(report["errors"]))
+    table.add_row("skipped (empty output)", str(report["skipped"]))
+    table.add_section()
+    table.add_row(f"at MIN_ACCEPTABLE_SCORE={report['threshold']:g}", "")
+    for key in ("balanced_accuracy", "precision", "recall", "f1"):
+        table.add_row(f"  {key.replace('_', ' ')} (ungrounded)", _number(report[key]))
+    cells = report["confusion"]
+    table.add_row("  ungrounded judged fail / pass",
+                  f"{cells['ungrounded']['fail']} / {cells['ungrounded']['pass']}")
+    table.add_row("  grounded judged fail / pass",
+                  f"{cells['grounded']['fail']} / {cells['grounded']['pass']}")
+    table.add_section()
+    table.add_row("ROC AUC (1 - score)", _number(report["roc_auc"]))
+    best = report["best_threshold"]
+    best_text = "-" if best is None else (
+        f"{best:g} (balanced accuracy {report['best_threshold_balanced_accuracy']:.3f})")
+    table.add_row("best threshold", best_text)
+    return table
+
+
+def plot_scores(path: Path, report: dict[str, Any]) -> None:
+    """Bars of the score distribution per label, with the best and configured thresholds."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ConfigError(
+            "--plot needs matplotlib: pip install 'groundedness-worker[plot]'"
+        ) from exc
+    scores: dict[str, dict[str, int]] = report["scores"]
+    values = sorted({float(key) for counts in scores.values() for key in counts})
+    figure, axes = plt.subplots(figsize=(7.5, 4.2))
+    colours = {"grounded": "#2a9d8f", "ungrounded": "#e76f51"}
+    tallest = 1
+    for shift, label in ((-0.2, "grounded"), (0.2, "ungrounded")):
+        counts = [scores[label].get(f"{value:.2f}", 0) for value in values]
+        tallest = max(tallest, *counts)
+        axes.bar([i + shift for i in range(len(values))], counts, width=0.4,
+                 color=colours[label], label=f"{label} (n={sum(counts)})")
+    axes.set_ylim(0, tallest * 1.35)  # room for the legend above the bars
+    axes.set_xticks(range(len(values)), [f"{value:g}" for value in values])
+    axes.set_xlabel("score (pass when score ≥ threshold)")
+    axes.set_ylabel("traces")
+
+    def boundary(threshold: float) -> float:
+        return sum(1 for value in values if value < threshold) - 0.5
+
+    best = report["best_threshold"]
+    configured = report["threshold"]
+    same = best is not None and abs(configured - best) < 1e-9
+    if best is not None:
+        accuracy = report["best_threshold_balanced_accuracy"]
+        also = " (= MIN_ACCEPTABLE_SCORE)" if same else ""
+        axes.axvline(boundary(best), color="black", linestyle="--",
+                     label=f"best threshold {best:g}{also}: balanced accuracy {accuracy:.3f}")
+    if not same:
+        axes.axvline(boundary(configured), color="grey", linestyle=":",
+                     label=f"MIN_ACCEPTABLE_SCORE {configured:g}")
+    axes.set_title(f"Judge scores by label: {report['judge_model']}, {report['count']} traces")
+    axes.legend(loc="upper right", fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

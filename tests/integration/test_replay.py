@@ -1,0 +1,262 @@
+"""`groundedness replay` through the real command, a real broker and the fake judge over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from consumer.cli import main
+from consumer.judge_server import JudgeServer
+from tests.fakes.judge import ScriptedJudge
+from tests.integration.streams import (
+    Topics,
+    create_topics,
+    group_offsets,
+    read_all,
+    trace,
+    verdicts_by_trace,
+)
+
+pytestmark = pytest.mark.integration
+
+HOUR_MS = 3_600_000
+PARTITIONS = 3
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """A traces topic with three windows an hour apart, starting at ``base_ms``."""
+
+    topics: Topics
+    base_ms: int
+    judged: dict[str, set[str]]  # window -> trace ids that get a verdict
+
+    def iso(self, offset_ms: int) -> str:
+        return datetime.fromtimestamp((self.base_ms + offset_ms) / 1000, UTC).isoformat()
+
+
+def window_values(name: str) -> list[tuple[str | None, bytes]]:
+    """(trace id that gets a verdict or None, value) for one window."""
+    values: list[tuple[str | None, bytes]] = []
+    values += [(f"{name}-pass-{i}", trace(f"{name}-pass-{i}", "Supported. [[score=5]]"))
+               for i in range(4)]
+    values += [(f"{name}-fail-{i}", trace(f"{name}-fail-{i}", "Made up. [[score=1]]"))
+               for i in range(3)]
+    values.append((f"{name}-error", trace(f"{name}-error", "Rambles. [[garbage]]")))
+    values.append((None, trace(f"{name}-empty", "  ")))
+    values.append((None, f"not json ({name})".encode()))
+    return values
+
+
+async def seed(bootstrap: str, *, transactional: bool = False) -> Seeded:
+    """Produce three windows (early, middle, late), each record with an explicit timestamp."""
+    topics = Topics.fresh("replay")
+    await create_topics(bootstrap, topics, partitions=PARTITIONS)
+    base_ms = (int(time.time() * 1000) - 3 * HOUR_MS) // 1000 * 1000
+    txn_id = f"seed-{uuid.uuid4().hex[:8]}" if transactional else None
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=True, transactional_id=txn_id
+    )
+    await producer.start()
+    judged: dict[str, set[str]] = {}
+    try:
+        for number, name in enumerate(("early", "middle", "late")):
+            values = window_values(name)
+            judged[name] = {trace_id for trace_id, _ in values if trace_id}
+            if transactional:
+                await producer.begin_transaction()
+            for i, (_, value) in enumerate(values):
+                await producer.send(
+                    topics.traces, value, partition=i % PARTITIONS,
+                    timestamp_ms=base_ms + number * HOUR_MS + i * 1000,
+                )
+            if transactional:
+                await producer.commit_transaction()
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return Seeded(topics, base_ms, judged)
+
+
+def environment(seeded: Seeded, bootstrap: str, server: JudgeServer) -> dict[str, str]:
+    return seeded.topics.env(bootstrap) | {
+        "OPENAI_API_KEY": "sk-test-secret-value",
+        "OPENAI_BASE_URL": server.url,
+        "MIN_ACCEPTABLE_SCORE": "0.5",
+        "JUDGE_MODEL": "scripted-judge",
+        "JUDGE_MAX_CONCURRENCY": "4",
+        "JUDGE_TIMEOUT_SECONDS": "5",
+        "LOG_LEVEL": "warning",
+    }
+
+
+async def replay(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    """Run `groundedness replay ARGS` (the real command, in a thread: it runs its own loop)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return await asyncio.wait_for(asyncio.to_thread(main, ["replay", *args]), timeout=120)
+
+
+async def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in offsets]
+        consumer.assign(partitions)
+        await consumer.commit({TopicPartition(topic, p): o for p, o in offsets.items()})
+    finally:
+        await consumer.stop()
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    summary: dict[str, Any] = json.loads(path.read_text())
+    return summary
+
+
+async def test_replay_judges_exactly_the_window_and_never_moves_the_group(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    judge, server = fake_judge
+    seeded = await seed(kafka)
+    topics = seeded.topics
+    await commit_group(kafka, topics.group, topics.traces, {0: 2, 1: 5, 2: 1})
+    committed_before = await group_offsets(kafka, topics.group, topics.traces)
+    env = environment(seeded, kafka, server)
+    window = ("--from", seeded.iso(HOUR_MS), "--to", seeded.iso(2 * HOUR_MS))
+
+    first = tmp_path / "first.json"
+    assert await replay(env, monkeypatch, *window, "--summary-json", str(first)) == 0
+
+    middle = seeded.judged["middle"]
+    records = await read_all(kafka, topics.verdicts, at_least=len(middle), settle_s=1.0)
+    verdicts = verdicts_by_trace(records)
+    assert set(verdicts) == middle, "exactly the middle window's traces are judged"
+    assert all(len(v) == 1 for v in verdicts.values())
+    assert {c.answer for c in judge.calls if c.answer != "probe"} <= {
+        "Supported. [[score=5]]", "Made up. [[score=1]]", "Rambles. [[garbage]]"}
+    dead = await read_all(kafka, topics.dlq, at_least=1, settle_s=1.0)
+    assert [r.value for r in dead] == [b"not json (middle)"]
+
+    summary = read_summary(first)
+    assert {k: summary[k] for k in ("records", "pass", "fail", "error", "skipped",
+                                    "dead_lettered")} == {
+        "records": 10, "pass": 4, "fail": 3, "error": 1, "skipped": 1, "dead_lettered": 1}
+    assert summary["complete"] is True
+    assert summary["scores"] == {"0.00": 3, "0.25": 0, "0.50": 0, "0.75": 0, "1.00": 4}
+    assert summary["latency_ms_p50"] is not None
+    assert summary["latency_ms_p95"] >= summary["latency_ms_p50"]
+    assert summary["tokens"]["total"] > 0
+
+    # The same window again: the same verdict ids, overwritten rather than multiplied.
+    second = tmp_path / "second.json"
+    assert await replay(env, monkeypatch, *window, "--summary-json", str(second)) == 0
+    again = await read_all(kafka, topics.verdicts, at_least=2 * len(middle), settle_s=1.0)
+    assert len(again) == 2 * len(middle)
+    assert {r.key for r in again} == {r.key for r in records}
+    assert read_summary(second)["pass"] == 4
+
+    assert await group_offsets(kafka, topics.group, topics.traces) == committed_before
+
+
+async def test_replay_without_to_stops_at_the_end_seen_at_start_even_after_a_commit_marker(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Transactions leave commit markers: the last offset before the end is no record."""
+    _, server = fake_judge
+    seeded = await seed(kafka, transactional=True)
+    env = environment(seeded, kafka, server)
+    summary_path = tmp_path / "summary.json"
+
+    code = await replay(env, monkeypatch, "--from", seeded.iso(HOUR_MS),
+                        "--summary-json", str(summary_path))
+
+    assert code == 0
+    expected = seeded.judged["middle"] | seeded.judged["late"]
+    records = await read_all(kafka, seeded.topics.verdicts, at_least=len(expected), settle_s=1.0)
+    assert set(verdicts_by_trace(records)) == expected
+    summary = read_summary(summary_path)
+    assert (summary["records"], summary["skipped"], summary["dead_lettered"]) == (20, 2, 2)
+
+
+async def test_dry_run_counts_and_estimates_without_judging_or_publishing(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    judge, server = fake_judge
+    seeded = await seed(kafka)
+    env = environment(seeded, kafka, server)
+    summary_path = tmp_path / "dry.json"
+
+    code = await replay(env, monkeypatch, "--from", seeded.iso(-HOUR_MS), "--dry-run",
+                        "--price-per-million-tokens", "2", "--summary-json", str(summary_path))
+
+    assert code == 0
+    summary = read_summary(summary_path)
+    assert summary["dry_run"] is True
+    assert (summary["records"], summary["would_judge"], summary["skipped"],
+            summary["dead_lettered"]) == (30, 24, 3, 3)
+    assert (summary["pass"], summary["fail"], summary["error"]) == (0, 0, 0)
+    assert summary["estimated_tokens"] > 24 * 400  # each request carries the answer allowance
+    assert summary["estimated_cost_usd"] == pytest.approx(
+        summary["estimated_tokens"] * 2 / 1_000_000, abs=1e-6)
+    assert judge.count() == 0
+    assert await read_all(kafka, seeded.topics.verdicts, settle_s=1.0, timeout_s=3) == []
+    assert await read_all(kafka, seeded.topics.dlq, settle_s=1.0, timeout_s=3) == []
+
+
+async def test_an_empty_window_exits_zero_with_a_zero_summary(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    judge, server = fake_judge
+    seeded = await seed(kafka)
+    env = environment(seeded, kafka, server)
+    summary_path = tmp_path / "empty.json"
+
+    # Between the early window's last record (+9 s) and the middle window.
+    code = await replay(env, monkeypatch, "--from", seeded.iso(HOUR_MS // 4),
+                        "--to", seeded.iso(HOUR_MS // 2), "--summary-json", str(summary_path))
+
+    assert code == 0
+    summary = read_summary(summary_path)
+    assert summary["complete"] is True
+    assert all(summary[key] == 0 for key in ("records", "pass", "fail", "error", "skipped",
+                                             "dead_lettered"))
+    assert summary["latency_ms_p50"] is None
+    assert judge.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--from", "yesterday"], "--from: 'yesterday' is not an ISO 8601",
+                     id="bad-from"),
+        pytest.param(["--from", "2024-05-01", "--to", "2024-13-01"],
+                     "--to: '2024-13-01' is not an ISO 8601", id="bad-to"),
+        pytest.param(["--from", "2024-05-02", "--to", "2024-05-01"],
+                     "--to must be later than --from", id="backwards"),
+    ],
+)
+def test_bad_instants_are_one_line_and_exit_2(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")  # never reached
+    assert main(["replay", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert err.count("\n") == 1

@@ -1,0 +1,161 @@
+"""The worker on a SASL listener: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
+
+A broker of its own (``KAFKA_PORT=9392 KAFKA_SASL=1 scripts/kafka-local start``: PLAINTEXT on
+9392 for the test's own clients, SASL_PLAINTEXT on 9394 for the worker), started for this
+module and stopped after it, whatever ``KAFKA_BOOTSTRAP_SERVERS`` says. The worker runs as a
+subprocess (``groundedness run``): with the right credentials a verdict reaches the verdicts
+topic (in both delivery modes, so the transactional producers authenticate too); with wrong
+ones it refuses with one ``kafka_auth_failed`` line, exit code 2, no traceback and no
+password, and consumes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from consumer.judge_server import JudgeServer
+from tests.fakes.judge import ScriptedJudge
+from tests.integration.streams import (
+    Topics,
+    create_topics,
+    group_offsets,
+    produce,
+    read_all,
+    trace,
+    verdicts_by_trace,
+)
+from tests.integration.workers import WorkerPool, tracebacks, worker_env
+from tests.support.kafka import KAFKA_LOCAL, START_TIMEOUT_S, STOP_TIMEOUT_S
+
+pytestmark = pytest.mark.integration
+
+PORT = 9392  # PLAINTEXT; the controller takes 9393 and the SASL listener 9394
+USERNAME = "groundedness-test"
+PASSWORD = "sasl-test-Secret-42"
+WRONG_PASSWORD = "not-the-Password-17"
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+@dataclass(frozen=True)
+class SaslBroker:
+    """Addresses of the SASL-enabled broker."""
+
+    plaintext: str  # for the test's own admin, producer and readers
+    sasl: str  # for the worker
+
+
+def _kafka_local(command: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KAFKA_PORT": str(PORT), "KAFKA_SASL": "1",
+           "KAFKA_SASL_USERNAME": USERNAME, "KAFKA_SASL_PASSWORD": PASSWORD}
+    env.pop("KAFKA_SASL_PORT", None)
+    env.pop("KAFKA_CONTROLLER_PORT", None)
+    return subprocess.run(
+        [str(KAFKA_LOCAL), *command.split()], env=env, capture_output=True, text=True,
+        timeout=START_TIMEOUT_S if command == "start" else STOP_TIMEOUT_S, check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def sasl_broker() -> Iterator[SaslBroker]:
+    """A kafka-local broker with a SASL listener, for this module only."""
+    _kafka_local("stop")  # a leftover broker may run with other credentials
+    started = _kafka_local("start")
+    if started.returncode != 0:  # e.g. data formatted for other SCRAM credentials: start over
+        _kafka_local("reset")
+        started = _kafka_local("start")
+    assert started.returncode == 0, started.stderr
+    lines = started.stdout.strip().splitlines()
+    sasl = next(line.removeprefix("sasl: ") for line in lines if line.startswith("sasl: "))
+    try:
+        yield SaslBroker(plaintext=lines[-1], sasl=sasl)
+    finally:
+        _kafka_local("stop")
+
+
+def sasl_env(broker: SaslBroker, topics: Topics, judge_url: str, mechanism: str,
+             password: str, **extra: str) -> dict[str, str]:
+    return worker_env(
+        topics.env(broker.sasl), judge_url,
+        KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", KAFKA_SASL_MECHANISM=mechanism,
+        KAFKA_SASL_USERNAME=USERNAME, KAFKA_SASL_PASSWORD=password, **extra,
+    )
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "delivery"),
+    [
+        pytest.param("PLAIN", "at_least_once", id="plain"),
+        pytest.param("SCRAM-SHA-256", "at_least_once", id="scram-sha-256"),
+        pytest.param("SCRAM-SHA-512", "at_least_once", id="scram-sha-512"),
+        pytest.param("SCRAM-SHA-512", "exactly_once", id="scram-sha-512-exactly-once"),
+    ],
+)
+async def test_worker_publishes_verdicts_over_sasl(
+    sasl_broker: SaslBroker, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+    mechanism: str, delivery: str,
+) -> None:
+    _, server = fake_judge
+    topics = Topics.fresh(f"sasl-{mechanism.lower()}")
+    await create_topics(sasl_broker.plaintext, topics, partitions=2)
+    await produce(sasl_broker.plaintext, topics.traces, [
+        trace("grounded", "Paris is the capital. [[score=5]]", retrieved_documents=["Paris."]),
+        trace("ungrounded", "The moon is cheese. [[score=1]]", retrieved_documents=["Moon."]),
+    ])
+    env = sasl_env(sasl_broker, topics, server.url, mechanism, PASSWORD, DELIVERY=delivery)
+
+    async with WorkerPool(tmp_path) as pool:
+        worker = await pool.start(env)
+        records = await read_all(sasl_broker.plaintext, topics.verdicts, at_least=2,
+                                 timeout_s=90)
+        assert worker.running, worker.log()
+        await asyncio.sleep(1.0)  # let the worker commit its watermarks
+        assert await worker.terminate() == 0
+
+    verdicts = verdicts_by_trace(records)
+    assert {t: [v["verdict"] for v in vs] for t, vs in verdicts.items()} == {
+        "grounded": ["pass"], "ungrounded": ["fail"]}
+    committed, ends = await group_offsets(sasl_broker.plaintext, topics.group, topics.traces)
+    assert committed == ends
+    log = worker.log()
+    assert PASSWORD not in log
+    assert "kafka_auth_failed" not in log
+    assert not tracebacks(log)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+async def test_wrong_credentials_are_refused_in_one_line_with_exit_code_2(
+    sasl_broker: SaslBroker, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+    mechanism: str,
+) -> None:
+    judge, server = fake_judge
+    topics = Topics.fresh(f"sasl-bad-{mechanism.lower()}")
+    await create_topics(sasl_broker.plaintext, topics, partitions=1)
+    await produce(sasl_broker.plaintext, topics.traces, [trace("t-1", "An answer. [[score=5]]")])
+    env = sasl_env(sasl_broker, topics, server.url, mechanism, WRONG_PASSWORD)
+
+    async with WorkerPool(tmp_path) as pool:
+        worker = await pool.start(env)
+        exit_code = await asyncio.wait_for(worker.process.wait(), timeout=60)
+
+    log = worker.log()
+    assert exit_code == 2, log
+    refusals = [line for line in log.splitlines() if "kafka_auth_failed" in line]
+    assert len(refusals) == 1, log
+    (refusal,) = refusals
+    assert refusal.startswith("kafka_auth_failed: the broker 127.0.0.1:")
+    assert "SaslAuthenticationFailed" in refusal
+    assert "KAFKA_SASL_PASSWORD" in refusal
+    assert sum("SaslAuthenticationFailed" in line for line in log.splitlines()) == 1
+    assert WRONG_PASSWORD not in log
+    assert PASSWORD not in log
+    assert not tracebacks(log)
+    assert judge.count() == 0, "nothing was consumed, so nothing was judged"
+    committed, _ = await group_offsets(sasl_broker.plaintext, topics.group, topics.traces)
+    assert committed == {0: 0}
