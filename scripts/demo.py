@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
@@ -77,6 +78,22 @@ def wait_for_port(port: int, timeout_s: float = 15.0) -> None:
                 return
         time.sleep(0.1)
     raise SystemExit(f"the local judge did not open port {port}")
+
+
+async def create_topics(bootstrap: str, env: dict[str, str]) -> None:
+    """The demo's own topics: traces over 3 partitions, so records finish out of order."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [
+                NewTopic(env["TRACES_TOPIC"], num_partitions=3, replication_factor=1),
+                NewTopic(env["VERDICTS_TOPIC"], num_partitions=1, replication_factor=1),
+                NewTopic(env["DLQ_TOPIC"], num_partitions=1, replication_factor=1),
+            ]
+        )
+    finally:
+        await admin.close()
 
 
 async def collect(
@@ -151,6 +168,7 @@ def main() -> int:
     worker: subprocess.Popen[bytes] | None = None
     try:
         traces = sample_traces()
+        asyncio.run(create_topics(bootstrap, env))
         subprocess.run([str(BIN / "groundedness"), "load-sample"], env=env, check=True)
         started = time.monotonic()
         worker = subprocess.Popen([str(BIN / "groundedness"), "run"], env=env)
