@@ -29,6 +29,8 @@ from consumer.transactional import TransactionalSink
 
 log = structlog.get_logger(__name__)
 
+PRODUCER_STOP_TIMEOUT_S = 5.0
+
 
 class Startable(Protocol):
     """A Kafka client that connects on ``start()``."""
@@ -173,8 +175,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         with contextlib.suppress(KafkaError):
             await consumer.stop()
         if producer is not None:
+            # Bounded: after the drain, whatever the producer still holds belongs to records
+            # whose offsets were not committed (redelivered anyway), and with the broker away
+            # stop() would retry those sends for ~30 s, past the pod's grace period.
             with contextlib.suppress(KafkaError):
-                await producer.stop()
+                try:
+                    await asyncio.wait_for(producer.stop(), PRODUCER_STOP_TIMEOUT_S)
+                except TimeoutError:
+                    log.warning("producer_stop_timed_out", timeout_s=PRODUCER_STOP_TIMEOUT_S)
         if transactions is not None:
             await transactions.close()
         await evaluator.judge.close()

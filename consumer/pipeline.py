@@ -65,6 +65,7 @@ class PipelineConfig:
     revoke_timeout_s: float = 10.0
     commit_interval_s: float = 0.2
     fetch_timeout_ms: int = 200
+    final_commit_timeout_s: float = 5.0  # the drain's last commit, if the broker is away
 
 
 class Pipeline:
@@ -99,10 +100,17 @@ class Pipeline:
         """Fetch and dispatch until ``stop`` is set, then drain and commit."""
         try:
             while not stop.is_set():
-                await self._fetch_once()
-                await self.commit(force=False)
+                # While the broker is down, a commit (looking for the group coordinator) or a
+                # fetch (waiting out a rejoin) waits for it indefinitely inside aiokafka; a
+                # SIGTERM must not wait with them, so either step is abandoned on ``stop``.
+                if not await _unless_stopped(self._fetch_and_commit(), stop):
+                    break
         finally:
             await asyncio.shield(self._drain())
+
+    async def _fetch_and_commit(self) -> None:
+        await self._fetch_once()
+        await self.commit(force=False)
 
     async def _fetch_once(self) -> None:
         room = self._config.max_in_flight - self._tracker.uncommitted
@@ -260,8 +268,35 @@ class Pipeline:
             await asyncio.gather(*pending, return_exceptions=True)
             if pending:
                 log.warning("drain_timed_out", abandoned=len(pending))
-        await self.commit(force=True)
+        # Bounded too: with the broker away the commit would wait for it forever, and what
+        # it fails to commit is only redelivered (at least once) or re-judged (exactly once).
+        final = asyncio.ensure_future(self.commit(force=True))
+        await asyncio.wait({final}, timeout=self._config.final_commit_timeout_s)
+        if not final.done():
+            final.cancel()
+            log.warning("final_commit_timed_out", timeout_s=self._config.final_commit_timeout_s)
         log.info("drained", uncommitted=self._tracker.uncommitted)
+
+
+async def _unless_stopped(work: Awaitable[None], stop: asyncio.Event) -> bool:
+    """Await ``work`` unless ``stop`` is set first: then cancel it and return False.
+
+    The cancelled work is not waited for: an aiokafka call may need the broker even to
+    unwind (a transaction's abort); the drain that follows bounds everything it waits for.
+    """
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        abandoned = not task.done()
+        if abandoned:  # stopped (or this loop itself cancelled)
+            task.cancel()
+    if abandoned:
+        return False
+    task.result()  # re-raises what the fetch or the commit raised
+    return True
 
 
 def _observe(result: JudgeResult) -> None:

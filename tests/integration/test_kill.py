@@ -1,0 +1,102 @@
+"""At-least-once under SIGKILL: a worker killed at random moments loses nothing.
+
+A killed worker commits nothing more and never leaves its group, so its successor re-reads
+everything after the last commit: the records that were between fetch and commit, at most
+``max_in_flight`` of them. Those come out as duplicate verdicts (same verdict id, so a
+compacted topic keeps one); nothing may come out missing or wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from consumer.app import max_in_flight
+from consumer.judge_server import JudgeServer
+from consumer.settings import Settings
+from tests.fakes.judge import ScriptedJudge
+from tests.integration.streams import Topics, create_topics, produce
+from tests.integration.workers import (
+    VerdictCollector,
+    WorkerPool,
+    scored_stream,
+    tally,
+    tracebacks,
+    wait_committed,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TRACES = 3000
+PARTITIONS = 6
+KILLS = 5
+JUDGE_LATENCY_S = 0.03
+
+
+async def test_sigkill_at_random_moments_loses_nothing(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path
+) -> None:
+    judge, server = fake_judge
+    judge.latency_s = JUDGE_LATENCY_S
+    topics = Topics.fresh("kill")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    values, scores, empty = scored_stream(TRACES)
+    env = worker_env(topics.env(kafka), server.url)
+    bound = max_in_flight(Settings(judge_max_concurrency=int(env["JUDGE_MAX_CONCURRENCY"])))
+    rng = random.Random(3)  # kill moments, reproducible
+    await produce(kafka, topics.traces, values)
+
+    started = time.monotonic()
+    recoveries_s: list[float] = []  # from a kill to the successor's first verdict
+    async with WorkerPool(tmp_path) as pool, VerdictCollector(kafka, topics.verdicts) as out:
+        worker = await pool.start(env)
+        mark, killed_at = 0, 0.0
+        for kill in range(KILLS):
+            # Kill only once this worker is really working: some fresh verdicts, then a
+            # random moment (mid-batch, mid-commit, mid-publish: wherever it falls).
+            assert await out.wait_for_count(mark + 40, timeout_s=60), (
+                "the worker made no progress\n" + worker.log()
+            )
+            if kill:
+                recoveries_s.append(out.arrived_at[mark] - killed_at)
+            await asyncio.sleep(rng.uniform(0.0, 1.5))
+            assert len(out.trace_ids()) < len(scores), "killed too late: no work was left"
+            assert await worker.kill() == -9
+            killed_at = time.monotonic()
+            worker = await pool.start(env)
+            # Verdicts the victim published just before dying may still be on their way
+            # to the collector; the successor needs longer than this to import, let alone
+            # to publish.
+            await asyncio.sleep(0.3)
+            mark = len(out.verdicts)
+        assert await out.wait_for(set(scores), timeout_s=120), "verdicts are missing"
+        finished_s = time.monotonic() - started
+        recoveries_s.append(out.arrived_at[mark] - killed_at)
+        committed, ends = await wait_committed(kafka, topics.group, topics.traces, 30)
+        await asyncio.sleep(1.0)  # any stray verdict (there must be none) has time to arrive
+        assert await worker.terminate() == 0
+
+    result = tally(out.verdicts, scores)
+    print(
+        f"\nSIGKILL: {TRACES} traces ({len(empty)} empty) over {PARTITIONS} partitions, "
+        f"{KILLS} kills, judge latency {JUDGE_LATENCY_S * 1000:.0f} ms: "
+        f"{len(result.missing)} missing, {len(result.wrong)} wrong, "
+        f"{result.duplicates} duplicates (bound {KILLS} x {bound} = {KILLS * bound}), "
+        f"finished in {finished_s:.1f} s; from a kill to the successor's first verdict "
+        f"{min(recoveries_s):.1f}-{max(recoveries_s):.1f} s"
+    )
+    assert not result.missing
+    assert not result.unexpected, "empty outputs must get no verdict"
+    assert not result.wrong
+    assert not result.unstable_ids, "a redelivered trace must keep its verdict id"
+    assert result.duplicates <= KILLS * bound
+    assert committed == ends
+    assert sum(ends.values()) == TRACES
+    for worker in pool.workers:
+        assert not tracebacks(worker.log()), worker.name
+
