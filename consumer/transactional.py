@@ -15,6 +15,7 @@ initialises that id, which aborts the previous owner's open transaction and fenc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from schemas.verdict import VerdictEvent
 log = structlog.get_logger(__name__)
 
 ProducerFactory = Callable[[str], AIOKafkaProducer]
+STOP_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +135,9 @@ class TransactionalSink:
 
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:
+    # Bounded: with the broker away stop() would retry for ~30 s, past the pod's grace
+    # period; what it still held was never committed, so it is judged again anyway.
     try:
-        await producer.stop()
-    except KafkaError as exc:
+        await asyncio.wait_for(producer.stop(), STOP_TIMEOUT_S)
+    except (KafkaError, TimeoutError) as exc:
         log.warning("producer_stop_failed", error=f"{type(exc).__name__}: {exc}")

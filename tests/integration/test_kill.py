@@ -1,9 +1,11 @@
-"""At-least-once under SIGKILL: a worker killed at random moments loses nothing.
+"""Delivery under SIGKILL: a worker killed at random moments loses nothing.
 
 A killed worker commits nothing more and never leaves its group, so its successor re-reads
 everything after the last commit: the records that were between fetch and commit, at most
-``max_in_flight`` of them. Those come out as duplicate verdicts (same verdict id, so a
-compacted topic keeps one); nothing may come out missing or wrong.
+``max_in_flight`` of them. At least once, those come out as duplicate verdicts (same verdict
+id, so a compacted topic keeps one); exactly once, the victim's open transaction is aborted
+when the successor takes its partitions, so a ``read_committed`` reader sees none. Nothing
+may come out missing or wrong in either mode.
 """
 
 from __future__ import annotations
@@ -38,15 +40,16 @@ KILLS = 5
 JUDGE_LATENCY_S = 0.03
 
 
+@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
 async def test_sigkill_at_random_moments_loses_nothing(
-    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path, delivery: str
 ) -> None:
     judge, server = fake_judge
     judge.latency_s = JUDGE_LATENCY_S
     topics = Topics.fresh("kill")
     await create_topics(kafka, topics, partitions=PARTITIONS)
     values, scores, empty = scored_stream(TRACES)
-    env = worker_env(topics.env(kafka), server.url)
+    env = worker_env(topics.env(kafka), server.url, DELIVERY=delivery)
     bound = max_in_flight(Settings(judge_max_concurrency=int(env["JUDGE_MAX_CONCURRENCY"])))
     rng = random.Random(3)  # kill moments, reproducible
     await produce(kafka, topics.traces, values)
@@ -83,7 +86,8 @@ async def test_sigkill_at_random_moments_loses_nothing(
 
     result = tally(out.verdicts, scores)
     print(
-        f"\nSIGKILL: {TRACES} traces ({len(empty)} empty) over {PARTITIONS} partitions, "
+        f"\nSIGKILL ({delivery}): {TRACES} traces ({len(empty)} empty) over "
+        f"{PARTITIONS} partitions, "
         f"{KILLS} kills, judge latency {JUDGE_LATENCY_S * 1000:.0f} ms: "
         f"{len(result.missing)} missing, {len(result.wrong)} wrong, "
         f"{result.duplicates} duplicates (bound {KILLS} x {bound} = {KILLS * bound}), "
@@ -95,6 +99,8 @@ async def test_sigkill_at_random_moments_loses_nothing(
     assert not result.wrong
     assert not result.unstable_ids, "a redelivered trace must keep its verdict id"
     assert result.duplicates <= KILLS * bound
+    if delivery == "exactly_once":
+        assert result.duplicates == 0, "read_committed must see each verdict once"
     assert committed == ends
     assert sum(ends.values()) == TRACES
     for worker in pool.workers:
