@@ -78,7 +78,9 @@ ANSWER_JSON_SCHEMA: dict[str, Any] = {
     },
 }
 
-_ESCAPES = str.maketrans({"`": "\\u0060", "<": "\\u003c", ">": "\\u003e"})
+# Applied with str.replace, not str.translate: a translate table is looked up per character
+# (~0.45 ms for a typical 3 kB trace, more than decoding it), replace runs in C (~0.01 ms).
+_ESCAPES = (("`", "\\u0060"), ("<", "\\u003c"), (">", "\\u003e"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +132,10 @@ def build_request(trace: TraceEvent, limits: Limits) -> JudgeRequest:
 
 def fence_data(payload: dict[str, Any]) -> str:
     """JSON text that cannot close the fence around it or open markup."""
-    return json.dumps(payload, ensure_ascii=False).translate(_ESCAPES)
+    text = json.dumps(payload, ensure_ascii=False)
+    for char, escaped in _ESCAPES:  # no replacement contains another's character
+        text = text.replace(char, escaped)
+    return text
 
 
 def read_data(messages: list[dict[str, Any]]) -> dict[str, Any]:

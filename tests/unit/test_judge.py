@@ -209,3 +209,19 @@ async def test_concurrency_is_bounded() -> None:
     results = await asyncio.gather(*(judge.judge(REQUEST) for _ in range(12)))
     assert all(r.answer is not None for r in results)
     assert peak == 3
+
+
+async def test_rate_limits_never_become_error_verdicts() -> None:
+    """A trace unlucky enough to meet a 429 on every try goes round again, then passes."""
+    replies = iter([error(429, "slow down", headers={"retry-after": "0.01"})] * 6)
+
+    def handler(body: dict[str, Any]) -> httpx2.Response:
+        if "Paris" not in body["messages"][-1]["content"]:
+            return answer(5)  # the probe: the judge answers others
+        return next(replies, answer(4))
+
+    recorder = Recorder(handler)
+    result = await make_judge(recorder, max_attempts=3).judge(REQUEST)
+    assert result.answer is not None
+    assert result.answer.score == 4
+    assert len(recorder.trace_calls) == 7
