@@ -6,12 +6,17 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from consumer.app import run_worker
+from consumer.settings import Settings, load_settings
 
 
 @dataclass(frozen=True)
@@ -141,3 +146,22 @@ def verdicts_by_trace(records: list[ConsumerRecord[bytes, bytes]]) -> dict[str, 
         verdict = json.loads(record.value)
         grouped.setdefault(verdict["trace_id"], []).append(verdict)
     return grouped
+
+
+@asynccontextmanager
+async def in_process_worker(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[asyncio.Task[None]]:
+    """The real worker in this event loop, configured by ``env`` alone (the shell's worker
+    variables are cleared); stopped and drained on exit."""
+    for name in Settings.model_fields:
+        monkeypatch.delenv(name.upper(), raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(load_settings(), stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=60)

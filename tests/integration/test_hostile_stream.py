@@ -7,17 +7,13 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 from aiokafka import ConsumerRecord
 
-from consumer.app import run_worker
 from consumer.judge_server import JudgeServer
 from consumer.prompt import FENCE_CLOSE, FENCE_OPEN, USER_PREAMBLE, read_data
-from consumer.settings import Settings, load_settings
 from tests.fakes.judge import ScriptedJudge
 from tests.hostile import (
     CORPUS,
@@ -33,6 +29,7 @@ from tests.integration.streams import (
     Topics,
     create_topics,
     group_offsets,
+    in_process_worker,
     produce,
     read_all,
     trace,
@@ -49,23 +46,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-@asynccontextmanager
-async def running_worker(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
-        asyncio.Task[None]]:
-    """The real worker in this event loop, with only ``env`` (nothing from the shell)."""
-    for name in Settings.model_fields:
-        monkeypatch.delenv(name.upper(), raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(load_settings(), stop))
-    try:
-        yield task
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=60)
 
 
 async def http_status(port: int, path: str) -> int:
@@ -187,7 +167,7 @@ async def test_hostile_corpus_never_stops_a_partition(
         "LOG_LEVEL": "warning",
     }
 
-    async with running_worker(env, monkeypatch) as task:
+    async with in_process_worker(env, monkeypatch) as task:
         await read_all(kafka, topics.verdicts, at_least=len(JUDGED), timeout_s=40)
         dead = await read_all(kafka, topics.dlq, at_least=len(DEAD_LETTERS), timeout_s=20)
         committed, ends = await wait_for_commits(kafka, topics, timeout_s=15)

@@ -5,19 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import pytest
 
-from consumer.app import run_worker
 from consumer.judge_server import JudgeServer
-from consumer.settings import load_settings
 from tests.fakes.judge import ScriptedJudge
 from tests.integration.streams import (
     Topics,
     create_topics,
     group_offsets,
+    in_process_worker,
     produce,
     read_all,
     trace,
@@ -27,25 +24,12 @@ from tests.integration.streams import (
 pytestmark = pytest.mark.integration
 
 
-@asynccontextmanager
-async def running_worker(
-    kafka: str, topics: Topics, server: JudgeServer, monkeypatch: pytest.MonkeyPatch,
-    **extra: str,
-) -> AsyncIterator[None]:
-    env = topics.env(kafka) | {
+def worker_env(kafka: str, topics: Topics, server: JudgeServer, **extra: str) -> dict[str, str]:
+    return topics.env(kafka) | {
         "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.url,
         "MIN_ACCEPTABLE_SCORE": "0.5", "JUDGE_MAX_CONCURRENCY": "4",
         "JUDGE_TIMEOUT_SECONDS": "5", "HEALTH_PORT": "0", **extra,
     }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(load_settings(), stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=60)
 
 
 async def wait_for(predicate: object, timeout_s: float) -> None:
@@ -69,7 +53,8 @@ async def test_outage_holds_then_resumes_without_error_verdicts(
     await produce(kafka, topics.traces, [trace(f"t{i}", f"answer {i} [[score=4]]")
                                          for i in range(count)])
 
-    async with running_worker(kafka, topics, server, monkeypatch, DELIVERY=delivery):
+    async with in_process_worker(worker_env(kafka, topics, server, DELIVERY=delivery),
+                                 monkeypatch):
         await wait_for(lambda: judge.count() >= 60, timeout_s=30)
         judge.outage = 503
         outage_started = time.monotonic()
@@ -104,7 +89,7 @@ async def test_every_seventh_call_429_still_gives_correct_verdicts(
     count = 120
     await produce(kafka, topics.traces, [trace(f"t{i}", f"a {i} [[score={1 + i % 5}]]")
                                          for i in range(count)])
-    async with running_worker(kafka, topics, server, monkeypatch):
+    async with in_process_worker(worker_env(kafka, topics, server), monkeypatch):
         records = await read_all(kafka, topics.verdicts, at_least=count, timeout_s=60,
                                  settle_s=1.0)
     verdicts = verdicts_by_trace(records)
@@ -130,7 +115,7 @@ async def test_per_trace_failure_while_healthy_is_an_error_verdict(
     values = [trace(f"ok{i}", f"fine {i} [[score=5]]") for i in range(30)]
     values.insert(10, trace("bad", "always fails [[status=502]]"))
     await produce(kafka, topics.traces, values)
-    async with running_worker(kafka, topics, server, monkeypatch):
+    async with in_process_worker(worker_env(kafka, topics, server), monkeypatch):
         records = await read_all(kafka, topics.verdicts, at_least=31, timeout_s=60)
     verdicts = verdicts_by_trace(records)
     (bad,) = verdicts["bad"]

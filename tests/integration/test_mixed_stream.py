@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 
 import pytest
 
-from consumer.app import run_worker
 from consumer.judge_server import JudgeServer
-from consumer.settings import load_settings
 from tests.fakes.judge import ScriptedJudge
 from tests.integration.streams import (
     Topics,
     create_topics,
     group_offsets,
+    in_process_worker,
     produce,
     read_all,
     trace,
@@ -83,22 +80,6 @@ def stream() -> list[bytes | None]:
     return values
 
 
-@asynccontextmanager
-async def worker(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
-        Callable[[], None]]:
-    """The real worker in this event loop; yields a function that asks it to stop."""
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    settings = load_settings()
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stop))
-    try:
-        yield stop.set
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=60)
-
-
 @pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
 async def test_mixed_stream_gives_one_correct_outcome_per_record(
     kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
@@ -121,7 +102,7 @@ async def test_mixed_stream_gives_one_correct_outcome_per_record(
         "HEALTH_PORT": "0",
     }
 
-    async with worker(env, monkeypatch):
+    async with in_process_worker(env, monkeypatch):
         verdict_records = await read_all(kafka, topics.verdicts, at_least=len(EXPECTED),
                                          timeout_s=90)
         dead = await read_all(kafka, topics.dlq, at_least=len(MALFORMED), timeout_s=30)
@@ -158,7 +139,7 @@ async def test_mixed_stream_gives_one_correct_outcome_per_record(
 
     # A restart re-publishes nothing: every offset was committed after its outcome.
     calls_before = judge.count()
-    async with worker(env, monkeypatch):
+    async with in_process_worker(env, monkeypatch):
         await asyncio.sleep(4.0)
     again = await read_all(kafka, topics.verdicts, at_least=len(verdict_records), settle_s=1.0)
     assert len(again) == len(verdict_records)

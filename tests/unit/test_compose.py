@@ -10,43 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.contract import CONTRACT_VARS
+
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 TMP_MOUNT = "/tmp"  # noqa: S108 - the container's tmpfs, not a host path
 
-# The configuration contract (DESIGN.md): the only variable names the worker reads.
-CONTRACT_VARS = frozenset(
-    {
-        "KAFKA_BOOTSTRAP_SERVERS",
-        "TRACES_TOPIC",
-        "VERDICTS_TOPIC",
-        "DLQ_TOPIC",
-        "CONSUMER_GROUP",
-        "DELIVERY",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "JUDGE_MODEL",
-        "JUDGE_TIMEOUT_SECONDS",
-        "JUDGE_MAX_CONCURRENCY",
-        "JUDGE_REQUESTS_PER_MINUTE",
-        "JUDGE_TOKENS_PER_MINUTE",
-        "MIN_ACCEPTABLE_SCORE",
-        "MAX_DOCUMENTS",
-        "MAX_DOCUMENT_CHARS",
-        "MAX_OUTPUT_CHARS",
-        "CONTEXT_FIELD",
-        "HEALTH_PORT",
-        "LOG_LEVEL",
-        "LOG_FORMAT",
-        "KAFKA_SECURITY_PROTOCOL",
-        "KAFKA_SASL_MECHANISM",
-        "KAFKA_SASL_USERNAME",
-        "KAFKA_SASL_PASSWORD",
-        "KAFKA_SSL_CAFILE",
-    }
-)
 APP_SERVICES = ("local-judge", "worker", "loader")
 KRAFT_SETTINGS = (
     "KAFKA_NODE_ID",

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.contract import WORKER_VARS
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "groundedness-worker"
 RELEASE = "gw"
@@ -25,38 +27,6 @@ NAMESPACE = "evals"
 FULLNAME = f"{RELEASE}-groundedness-worker"
 TMP_MOUNT = "/tmp"  # noqa: S108 - the container's writable emptyDir, not a host path
 
-# The configuration contract (DESIGN.md): the only variable names the worker reads.
-CONTRACT_VARS = frozenset(
-    {
-        "KAFKA_BOOTSTRAP_SERVERS",
-        "TRACES_TOPIC",
-        "VERDICTS_TOPIC",
-        "DLQ_TOPIC",
-        "CONSUMER_GROUP",
-        "DELIVERY",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "JUDGE_MODEL",
-        "JUDGE_TIMEOUT_SECONDS",
-        "JUDGE_MAX_CONCURRENCY",
-        "JUDGE_REQUESTS_PER_MINUTE",
-        "JUDGE_TOKENS_PER_MINUTE",
-        "MIN_ACCEPTABLE_SCORE",
-        "MAX_DOCUMENTS",
-        "MAX_DOCUMENT_CHARS",
-        "MAX_OUTPUT_CHARS",
-        "CONTEXT_FIELD",
-        "HEALTH_PORT",
-        "LOG_LEVEL",
-        "LOG_FORMAT",
-        "KAFKA_SECURITY_PROTOCOL",
-        "KAFKA_SASL_MECHANISM",
-        "KAFKA_SASL_USERNAME",
-        "KAFKA_SASL_PASSWORD",
-        "KAFKA_SSL_CAFILE",
-    }
-)
-WORKER_VARS = CONTRACT_VARS | {"DRAIN_TIMEOUT_SECONDS"}
 SECRET_VARS = frozenset({"OPENAI_API_KEY", "KAFKA_SASL_PASSWORD"})
 ALWAYS_CONFIGURED = frozenset(
     {

@@ -1,0 +1,40 @@
+"""The configuration contract (DESIGN.md): the variable names the worker reads.
+
+Kept in one place for the tests that check the chart, the compose file and the settings
+against it; written out, not derived from ``Settings``, so that a renamed field fails them.
+"""
+
+from __future__ import annotations
+
+CONTRACT_VARS = frozenset(
+    {
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "TRACES_TOPIC",
+        "VERDICTS_TOPIC",
+        "DLQ_TOPIC",
+        "CONSUMER_GROUP",
+        "DELIVERY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "JUDGE_MODEL",
+        "JUDGE_TIMEOUT_SECONDS",
+        "JUDGE_MAX_CONCURRENCY",
+        "JUDGE_REQUESTS_PER_MINUTE",
+        "JUDGE_TOKENS_PER_MINUTE",
+        "MIN_ACCEPTABLE_SCORE",
+        "MAX_DOCUMENTS",
+        "MAX_DOCUMENT_CHARS",
+        "MAX_OUTPUT_CHARS",
+        "CONTEXT_FIELD",
+        "HEALTH_PORT",
+        "LOG_LEVEL",
+        "LOG_FORMAT",
+        "KAFKA_SECURITY_PROTOCOL",
+        "KAFKA_SASL_MECHANISM",
+        "KAFKA_SASL_USERNAME",
+        "KAFKA_SASL_PASSWORD",
+        "KAFKA_SSL_CAFILE",
+    }
+)
+# Beyond the contract: the drain time, which the chart ties to the pod's grace period.
+WORKER_VARS = CONTRACT_VARS | {"DRAIN_TIMEOUT_SECONDS"}
