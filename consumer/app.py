@@ -63,14 +63,20 @@ def make_evaluator(settings: Settings) -> Evaluator:
 
 
 def max_in_flight(settings: Settings) -> int:
-    """Records allowed between fetch and commit (the memory bound, and what a crash redoes).
+    """Records being worked on at once (fetched, outcome not yet acknowledged): enough to keep
+    every judge slot busy, and what a SIGTERM drain waits for."""
+    return max(64, 4 * settings.judge_max_concurrency)
 
-    Not just enough to fill the judge slots: a call that hangs until its timeout holds its
-    partition's watermark, and every record finished behind it stays uncommitted meanwhile.
-    The window must cover about throughput x timeout, or one hung call pauses the worker
-    (measured with 64 slots, a 0.5 s judge and 1% of calls hanging 10 s: 4 x slots gave 0.19
-    of the hang-free rate, 40 x slots 0.83, the ceiling being 0.84). At about 5 kB a trace,
-    32 x slots stays within a few tens of MB.
+
+def max_uncommitted(settings: Settings) -> int:
+    """Records between fetch and commit (the memory bound, and what a crash redoes).
+
+    Larger than ``max_in_flight``: a call that hangs until its timeout holds its partition's
+    watermark, and every record finished behind it stays uncommitted meanwhile. The window
+    must cover about throughput x timeout, or one hung call pauses the worker (measured with
+    64 slots, a 0.5 s judge and 1% of calls hanging 10 s: a window of 4 x slots gave 0.19 of
+    the hang-free rate, 40 x slots 0.83, the ceiling being 0.84). A finished record costs an
+    offset (or, exactly once, its buffered outcome).
     """
     return max(256, 32 * settings.judge_max_concurrency)
 
@@ -158,7 +164,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             return offsets
 
     config = PipelineConfig(
-        max_in_flight=max_in_flight(settings), drain_timeout_s=settings.drain_timeout_seconds
+        max_in_flight=max_in_flight(settings),
+        max_uncommitted=max_uncommitted(settings),
+        drain_timeout_s=settings.drain_timeout_seconds,
     )
     pipeline = Pipeline(consumer, sink, evaluator, commit, config)
     health = WorkerHealth(consumer, pipeline, stop)

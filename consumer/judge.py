@@ -169,6 +169,8 @@ class OpenAIJudge:
 
     async def _complete(self, request: JudgeRequest) -> ChatCompletion:
         async with self._slots:
+            if self.breaker.is_open:  # it opened while this call waited for a slot
+                raise JudgeUnavailable("judge_unavailable", "the judge is down; holding")
             await self._limiter.acquire(request.estimated_tokens)
             # The SDK's documented ``post`` rather than ``chat.completions.create``: create()
             # walks its ~40 parameters, our messages and the JSON schema through the SDK's

@@ -9,8 +9,9 @@ of order within and across partitions. Commit order, which is what makes this sa
 3. the committed offset is the watermark: the lowest offset not yet done.
 
 So nothing below a commit lacks an outcome, and a crash redelivers at most the records that
-were between fetch and commit, which is bounded by ``max_in_flight`` (beyond it, the
-partitions are paused, and re-paused after every rebalance).
+were between fetch and commit, which is bounded by ``max_uncommitted``; at most
+``max_in_flight`` of them are being worked on (beyond either, the partitions are paused,
+and re-paused after every rebalance).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class Consumer(Protocol):
 class PipelineConfig:
     """How much the pipeline holds and how long it waits."""
 
-    max_in_flight: int
+    max_in_flight: int  # records fetched whose outcome is not yet acknowledged
+    max_uncommitted: int | None = None  # records between fetch and commit (default: the same)
     drain_timeout_s: float = 45.0
     revoke_timeout_s: float = 10.0
     commit_interval_s: float = 0.2
@@ -113,7 +115,11 @@ class Pipeline:
         await self.commit(force=False)
 
     async def _fetch_once(self) -> None:
-        room = self._config.max_in_flight - self._tracker.uncommitted
+        room = min(
+            self._config.max_in_flight - self._tracker.in_flight,
+            (self._config.max_uncommitted or self._config.max_in_flight)
+            - self._tracker.uncommitted,
+        )
         self._apply_backpressure(room)
         batches = await self._consumer.getmany(
             timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)

@@ -27,7 +27,13 @@ import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from consumer.app import create_producer, install_signal_handlers, make_evaluator, max_in_flight
+from consumer.app import (
+    create_producer,
+    install_signal_handlers,
+    make_evaluator,
+    max_in_flight,
+    max_uncommitted,
+)
 from consumer.errors import ConfigError
 from consumer.evaluate import Evaluator
 from consumer.kafka import client_options
@@ -195,7 +201,9 @@ async def _judge(
             KafkaVerdictSink(producer, settings.verdicts_topic, settings.dlq_topic), tally
         )
         config = PipelineConfig(
-            max_in_flight=max_in_flight(settings), drain_timeout_s=settings.drain_timeout_seconds
+            max_in_flight=max_in_flight(settings),
+            max_uncommitted=max_uncommitted(settings),
+            drain_timeout_s=settings.drain_timeout_seconds,
         )
         pipeline = Pipeline(WindowConsumer(reader, window), sink, evaluator, window.commit, config)
         # No group, so no rebalance listener: give the pipeline its partitions' state here.

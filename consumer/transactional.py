@@ -91,18 +91,26 @@ class TransactionalSink:
                 continue
             held = self._outcomes.get(tp, {})
             ready = sorted(o for o in held if o < offset)
+            deliveries: list[asyncio.Future[object]] = []
             try:
                 async with producer.transaction():
-                    deliveries = [
-                        await producer.send(
-                            held[o].topic, held[o].value, key=held[o].key, headers=held[o].headers
+                    for o in ready:
+                        outcome = held[o]
+                        deliveries.append(
+                            await producer.send(
+                                outcome.topic,
+                                outcome.value,
+                                key=outcome.key,
+                                headers=outcome.headers,
+                            )
                         )
-                        for o in ready
-                    ]
                     await producer.send_offsets_to_transaction({tp: offset}, self._group_id)
-                for delivery in deliveries:
-                    await delivery
+                await asyncio.gather(*deliveries)
             except KafkaError as exc:
+                # An aborted or fenced transaction fails its sends too: their errors are the
+                # same one, already handled here.
+                for delivery in deliveries:
+                    delivery.add_done_callback(_retrieve)
                 log.warning(
                     "transaction_failed", partition=str(tp), error=f"{type(exc).__name__}: {exc}"
                 )
@@ -132,6 +140,11 @@ class TransactionalSink:
     async def close(self) -> None:
         """Stop every producer (the pipeline has committed what it could)."""
         await self.partitions_revoked(list(self._producers))
+
+
+def _retrieve(delivery: asyncio.Future[object]) -> None:
+    if not delivery.cancelled():
+        delivery.exception()
 
 
 async def _stop_quietly(producer: AIOKafkaProducer) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from consumer.app import max_in_flight
+from consumer.app import max_uncommitted
 from consumer.judge_server import JudgeServer
 from consumer.settings import Settings
 from tests.fakes.judge import ScriptedJudge
@@ -49,7 +49,7 @@ async def test_two_workers_kills_outage_and_429s(
     await create_topics(kafka, topics, partitions=PARTITIONS)
     values, scores, _ = scored_stream(TRACES, prefix="c")
     env = worker_env(topics.env(kafka), server.url, DELIVERY=delivery)
-    bound = max_in_flight(Settings(judge_max_concurrency=int(env["JUDGE_MAX_CONCURRENCY"])))
+    bound = max_uncommitted(Settings(judge_max_concurrency=int(env["JUDGE_MAX_CONCURRENCY"])))
     await produce(kafka, topics.traces, values)
 
     started = time.monotonic()

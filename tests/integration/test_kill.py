@@ -2,7 +2,7 @@
 
 A killed worker commits nothing more and never leaves its group, so its successor re-reads
 everything after the last commit: the records that were between fetch and commit, at most
-``max_in_flight`` of them. At least once, those come out as duplicate verdicts (same verdict
+``max_uncommitted`` of them. At least once, those come out as duplicate verdicts (same verdict
 id, so a compacted topic keeps one); exactly once, the victim's open transaction is aborted
 when the successor takes its partitions, so a ``read_committed`` reader sees none. Nothing
 may come out missing or wrong in either mode.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from consumer.app import max_in_flight
+from consumer.app import max_uncommitted
 from consumer.judge_server import JudgeServer
 from consumer.settings import Settings
 from tests.fakes.judge import ScriptedJudge
@@ -50,7 +50,7 @@ async def test_sigkill_at_random_moments_loses_nothing(
     await create_topics(kafka, topics, partitions=PARTITIONS)
     values, scores, empty = scored_stream(TRACES)
     env = worker_env(topics.env(kafka), server.url, DELIVERY=delivery)
-    bound = max_in_flight(Settings(judge_max_concurrency=int(env["JUDGE_MAX_CONCURRENCY"])))
+    bound = max_uncommitted(Settings(judge_max_concurrency=int(env["JUDGE_MAX_CONCURRENCY"])))
     rng = random.Random(3)  # kill moments, reproducible
     await produce(kafka, topics.traces, values)
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from consumer.app import max_in_flight
+from consumer.app import max_uncommitted
 from consumer.evaluate import Evaluator
 from consumer.judge import JudgeResult
 from consumer.judge_server import JudgeServer
@@ -54,7 +54,7 @@ async def test_workers_joining_and_leaving_lose_nothing(
     await create_topics(kafka, topics, partitions=PARTITIONS)
     values, scores, _ = scored_stream(TRACES)
     env = worker_env(topics.env(kafka), server.url)
-    bound = max_in_flight(Settings(judge_max_concurrency=int(env["JUDGE_MAX_CONCURRENCY"])))
+    bound = max_uncommitted(Settings(judge_max_concurrency=int(env["JUDGE_MAX_CONCURRENCY"])))
     await produce(kafka, topics.traces, values)
 
     started = time.monotonic()
