@@ -1,0 +1,131 @@
+"""Results out: JSON, a markdown table, the throughput plot, and a comparison with a baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.targets import evaluate, headline
+
+LABELS = {"worker": "groundedness worker", "batch-gather": "batch + gather",
+          "sequential": "sequential"}
+COLOURS = {"worker": "#1f77b4", "batch-gather": "#ff7f0e", "sequential": "#2ca02c"}
+
+
+def write_json(results: dict[str, Any], path: Path) -> None:
+    """The full results."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def _met(value: bool | None) -> str:
+    return "—" if value is None else ("yes" if value else "**no**")
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The targets and the throughput sweep as markdown tables."""
+    meta, config = results["meta"], results["config"]
+    lines = [
+        f"Measured {meta['started']} on {meta['cores']} cores (load average "
+        f"{meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after), "
+        f"`{meta['mode']}` sizes, judge latency {config['latency_s']:g} s.",
+        "",
+        "| target | measured | bound | ratio | goal | met |",
+        "|---|---|---|---:|---|---|",
+    ]
+    for row in evaluate(results):
+        lines.append(f"| {row['target']} | {row['measured']} | {row['bound']} | "
+                     f"{row['ratio']} | {row['goal']} | {_met(row['met'])} |")
+    points = results.get("throughput", {}).get("points", [])
+    if points:
+        lines += ["", "| system | judge slots / batch | verdicts/s | Little's-law bound | "
+                      "ratio | CPU cores |", "|---|---:|---:|---:|---:|---:|"]
+        for point in points:
+            bound = point["littles_law_bound"]
+            name = LABELS.get(point["system"], point["system"])
+            if point.get("jitter"):
+                name += f", judge latency ±{point['jitter']:.0%}"
+            lines.append(
+                f"| {name} | {point['concurrency']} | "
+                f"{point['verdicts_per_s']:.1f} | {bound:g} | "
+                f"{point['verdicts_per_s'] / bound:.2f} | {point['cpu_cores_used']:.2f} |"
+            )
+    hangs = results.get("hangs")
+    if hangs:
+        lines += ["", f"With 1% of calls hanging until the {hangs['timeout_s']:g} s timeout "
+                      f"({hangs['concurrency']} slots): hard-cap ceiling "
+                      f"{hangs['ceiling']:.3f} of the no-hang rate.", "",
+                  "| system | verdicts/s, no hangs | with hangs | ratio |", "|---|---:|---:|---:|"]
+        for point in hangs["points"]:
+            name = point["system"]
+            lines.append(f"| {LABELS.get(name, name)} | {hangs['without'][name]:.1f} | "
+                         f"{point['verdicts_per_s']:.1f} | {hangs['ratios'][name]:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Throughput against judge concurrency for the three systems (matplotlib, Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = results.get("throughput", {}).get("points", [])
+    if not points:
+        return
+    latency_s = results["config"]["latency_s"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=110)
+    slots = sorted({p["concurrency"] for p in points if p["system"] != "sequential"})
+    if slots:
+        xs = [1, *slots]
+        ax.plot(xs, [x / latency_s for x in xs], color="grey", linestyle=":",
+                label=f"Little's law bound (slots / {latency_s:g} s)")
+    for system in ("worker", "batch-gather"):
+        mine = sorted((p["concurrency"], p["verdicts_per_s"]) for p in points
+                      if p["system"] == system and not p.get("jitter"))
+        if mine:
+            ax.plot([c for c, _ in mine], [v for _, v in mine], marker="o",
+                    color=COLOURS[system], label=LABELS[system])
+    for point in points:
+        if point["system"] == "sequential":
+            ax.axhline(point["verdicts_per_s"], color=COLOURS["sequential"], linestyle="--",
+                       label=f"sequential ({point['verdicts_per_s']:.1f}/s)")
+    for point in points:
+        if point.get("jitter"):
+            ax.scatter([point["concurrency"]], [point["verdicts_per_s"]], marker="^", s=50,
+                       facecolors="none", edgecolors=COLOURS["worker"], zorder=5,
+                       label=f"worker, judge latency ±{point['jitter']:.0%}")
+    for point in (results.get("hangs") or {}).get("points", []):
+        ax.scatter([point["concurrency"]], [max(point["verdicts_per_s"], 0.1)], marker="x",
+                   s=60, color=COLOURS.get(point["system"], "black"), zorder=5,
+                   label=f"{LABELS.get(point['system'], point['system'])}, 1% hangs")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ticks = sorted({1, *slots})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlabel("judge calls in flight (worker: JUDGE_MAX_CONCURRENCY; baseline: batch)")
+    ax.set_ylabel("verdicts per second")
+    meta = results["meta"]
+    ax.set_title(f"Throughput, judge latency {latency_s:g} s ({meta['cores']} cores, "
+                 f"load {meta['load_before'][0]:.1f})", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def compare(results: dict[str, Any], baseline: dict[str, Any]) -> str:
+    """Each headline number of this run next to the baseline's, with the ratio."""
+    now, before = headline(results), headline(baseline)
+    def cell(value: float | None) -> str:
+        return f"{value:10.2f}" if value is not None else f"{'—':>10}"
+
+    lines = [f"{'metric':48} {'baseline':>10} {'now':>10} {'ratio':>7}"]
+    for key in sorted(set(now) | set(before)):
+        old, new = before.get(key), now.get(key)
+        ratio = f"{new / old:7.3f}" if old and new is not None else "      —"
+        lines.append(f"{key:48} {cell(old)} {cell(new)} {ratio}")
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""The issue's targets, each computed from the results as a ratio against its bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+EFFICIENCY_TARGET = 0.95
+HANG_TARGET = 0.90
+PEAK_RSS_TARGET_MB = 250.0
+FLAT_RSS_MB_PER_MIN = 2.0
+UTILISATION_TARGET = 0.90
+STARTUP_TARGET_S = 2.0
+
+
+def hang_ceiling(latency_s: float, timeout_s: float, hang_share: float) -> float:
+    """Little's law with a hard cap of slots: throughput with hangs / without.
+
+    Each slot serves calls of mean duration (1 - p) * latency + p * timeout instead of
+    latency, so the ratio is latency / that mean, whatever the number of slots.
+    """
+    return latency_s / ((1 - hang_share) * latency_s + hang_share * timeout_s)
+
+
+def max_timeout_for(ratio: float, latency_s: float, hang_share: float) -> float:
+    """The longest timeout at which the hard-cap ceiling still reaches ``ratio``."""
+    return latency_s * (1 / ratio - (1 - hang_share)) / hang_share
+
+
+def _point(
+    results: dict[str, Any], system: str, concurrency: int, jitter: float = 0.0
+) -> dict[str, Any] | None:
+    for point in results.get("throughput", {}).get("points", []):
+        if (point["system"], point["concurrency"], point.get("jitter", 0.0)) == (
+            system, concurrency, jitter
+        ):
+            return dict(point)
+    return None
+
+
+def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per target: what was measured, the bound, the ratio and whether it is met."""
+    rows: list[dict[str, Any]] = []
+    config = results["config"]
+    concurrency, latency_s = config["target_concurrency"], config["latency_s"]
+    worker = _point(results, "worker", concurrency)
+    jittered = next((p for p in results.get("throughput", {}).get("points", [])
+                     if p["system"] == "worker" and p.get("jitter")), None)
+    if worker:
+        bound = concurrency / latency_s
+        ratio = worker["verdicts_per_s"] / bound
+        aside = (f" (latency ±{jittered['jitter']:.0%}: {jittered['verdicts_per_s'] / bound:.3f})"
+                 if jittered else "")
+        rows.append({
+            "target": "concurrency efficiency",
+            "measured": f"{worker['verdicts_per_s']:.1f} verdicts/s at {concurrency} slots, "
+                        f"{latency_s:g} s judge{aside}",
+            "bound": f"{bound:.0f}/s (Little's law)",
+            "ratio": round(ratio, 3),
+            "goal": f">= {EFFICIENCY_TARGET}",
+            "met": ratio >= EFFICIENCY_TARGET,
+        })
+    hangs = results.get("hangs")
+    if hangs and worker:
+        ceiling = hangs["ceiling"]
+        with_hangs = {p["system"]: p for p in hangs["points"]}
+        ratios = hangs["ratios"]
+        parts = [f"{name} {ratios[name]:.2f}" for name in ("batch-gather", "sequential")
+                 if name in ratios]
+        rows.append({
+            "target": "head-of-line robustness",
+            "measured": f"{with_hangs['worker']['verdicts_per_s']:.1f}/s with 1% hangs vs "
+                        f"{hangs['without']['worker']:.1f}/s without; others: "
+                        + ", ".join(parts),
+            "bound": f"hard-cap ceiling {ceiling:.3f}",
+            "ratio": round(ratios["worker"], 3),
+            "goal": f">= {HANG_TARGET}",
+            "met": ratios["worker"] >= HANG_TARGET,
+        })
+    cost = results.get("cost")
+    if cost:
+        rows.append({
+            "target": "cost (instant judge)",
+            "measured": f"{cost['worker_verdicts_per_cpu_s']:.0f} verdicts per CPU-second",
+            "bound": f"bare consume-produce-commit: {cost['bare_records_per_cpu_s']:.0f}/CPU-s",
+            "ratio": round(cost["ratio"], 4),
+            "goal": "report",
+            "met": None,
+        })
+    memory = results.get("memory")
+    if memory:
+        slope = memory["rss_slope_mb_per_min"]
+        flat = slope is not None and slope <= FLAT_RSS_MB_PER_MIN  # shrinking is flat enough
+        rows.append({
+            "target": "memory (backlog)",
+            "measured": f"peak {memory['peak_rss_mb']:.0f} MB, slope {slope} MB/min over "
+                        f"{memory['verdicts']} of {memory['backlog']} traces",
+            "bound": f"{PEAK_RSS_TARGET_MB:.0f} MB, flat",
+            "ratio": round(memory["peak_rss_mb"] / PEAK_RSS_TARGET_MB, 3),
+            "goal": f"<= 1 and slope <= {FLAT_RSS_MB_PER_MIN} MB/min",
+            "met": memory["peak_rss_mb"] <= PEAK_RSS_TARGET_MB and flat,
+        })
+    rate = results.get("rate_limit")
+    if rate:
+        rows.append({
+            "target": "rate limit",
+            "measured": f"busiest {rate['window_s']:g} s window {rate['busiest_window_calls']} "
+                        f"calls; first window {rate['first_window_calls']}",
+            "bound": f"{rate['allowed_per_window']:g} per {rate['window_s']:g} s "
+                     f"({rate['requests_per_minute']}/min)",
+            "ratio": rate["utilisation"],
+            "goal": f"never above; utilisation >= {UTILISATION_TARGET}",
+            "met": rate["within_limit"] and rate["utilisation"] >= UTILISATION_TARGET,
+        })
+    startup = results.get("startup")
+    if startup:
+        seconds = startup["first_judge_call_s"]
+        rows.append({
+            "target": "startup",
+            "measured": f"{seconds:.2f} s to the first judge call (median of "
+                        f"{len(startup['runs'])})",
+            "bound": f"{STARTUP_TARGET_S:g} s",
+            "ratio": round(seconds / STARTUP_TARGET_S, 3),
+            "goal": "<= 1",
+            "met": seconds <= STARTUP_TARGET_S,
+        })
+    return rows
+
+
+def headline(results: dict[str, Any]) -> dict[str, float]:
+    """Flat numbers to compare between two runs (``--baseline``)."""
+    numbers: dict[str, float] = {}
+    for point in results.get("throughput", {}).get("points", []):
+        jitter = f"±{point['jitter']:.0%}" if point.get("jitter") else ""
+        key = f"throughput.{point['system']}@{point['concurrency']}{jitter}"
+        numbers[key] = point["verdicts_per_s"]
+    for point in (results.get("hangs") or {}).get("points", []):
+        numbers[f"hangs.{point['system']}@{point['concurrency']}"] = point["verdicts_per_s"]
+    if cost := results.get("cost"):
+        numbers["cost.worker_verdicts_per_cpu_s"] = cost["worker_verdicts_per_cpu_s"]
+        numbers["cost.bare_records_per_cpu_s"] = cost["bare_records_per_cpu_s"]
+    if memory := results.get("memory"):
+        numbers["memory.peak_rss_mb"] = memory["peak_rss_mb"]
+        numbers["memory.verdicts_per_s"] = memory["verdicts_per_s"]
+    if rate := results.get("rate_limit"):
+        numbers["rate_limit.utilisation"] = rate["utilisation"]
+    if startup := results.get("startup"):
+        numbers["startup.first_judge_call_s"] = startup["first_judge_call_s"]
+    for check in results.get("judge_check", []):
+        key = f"judge_check.{check['server']}@{check['latency_s']:g}s"
+        numbers[key] = check["requests_per_s"]
+    return numbers
