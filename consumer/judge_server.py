@@ -182,6 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # socketserver's 5 dropped connections when 64 clients connect
 
     def __init__(self, address: tuple[str, int], responder: Responder, verbose: bool) -> None:
         self.responder = responder
