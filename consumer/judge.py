@@ -119,6 +119,7 @@ class OpenAIJudge:
         started = time.monotonic()
         usage = [0, 0, 0]
         attempts = transient_failures = parse_failures = 0
+        confirmed = False  # one more try once the judge is seen answering others
 
         def result(answer: JudgeAnswer | None, error: JudgeError | None) -> JudgeResult:
             spent = Usage(prompt_tokens=usage[0], completion_tokens=usage[1], total_tokens=usage[2])
@@ -152,6 +153,13 @@ class OpenAIJudge:
                     # answering others, this trace just goes round again (behind the limiter).
                     transient_failures = 0
                     await asyncio.sleep(self._delay(self._max_attempts, failure.retry_after_s))
+                    continue
+                if not confirmed and failure.kind != "judge_timeout":
+                    # The judge answers others now, but an outage may just have ended: one
+                    # more try tells that apart from a failure of this very trace. (Not after
+                    # a timeout: a second hang would hold a slot for another full timeout.)
+                    confirmed = True
+                    transient_failures -= 1
                     continue
                 return result(None, JudgeError(failure.kind, failure.message))
             else:
