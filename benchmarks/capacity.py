@@ -8,13 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import openai
-from openai import AsyncOpenAI
-
 from benchmarks.kafka import OffsetWatch, traces
 from benchmarks.scenarios import FIRST_VERDICT_TIMEOUT_S
 from benchmarks.systems import BARE, Bench, RunSpec, start_judge, start_system
 from consumer.decode import decode_trace
+from consumer.judge import build_judge
 from consumer.prompt import Limits, build_request
 
 
@@ -97,22 +95,24 @@ def _slope_per_min(samples: list[tuple[float, float]]) -> float | None:
 async def judge_capacity(
     bench: Bench, server: str, *, latency_s: float, concurrency: int, duration_s: float
 ) -> dict[str, Any]:
-    """Drive a fake judge with the real openai client: achieved rate, and its CPU per call."""
+    """Drive a fake judge with the worker's own judge client (no Kafka): the rate it reaches,
+    and the judge's CPU per call. At a fixed latency this is the ceiling the worker can meet."""
     judge = await start_judge(bench, latency_s, server)
     trace = decode_trace(json.dumps(next(traces(1))).encode())
-    messages: Any = build_request(trace, Limits()).messages
-    client = AsyncOpenAI(api_key="bench-key", base_url=judge.url, max_retries=0, timeout=30)
+    request = build_request(trace, Limits())
+    client = build_judge("bench-key", judge.url, "bench-judge", timeout_s=30.0,
+                         max_concurrency=concurrency, requests_per_minute=None,
+                         tokens_per_minute=None)
     latencies: list[float] = []
     completed, errors = [0], [0]
-    warmup_s = 1.0
+    warmup_s = 3.0  # 64 connections to open and the first calls to settle
     started = time.monotonic()
     counting_from, end = started + warmup_s, started + warmup_s + duration_s
 
     async def caller() -> None:
         while (now := time.monotonic()) < end:
-            try:
-                await client.chat.completions.create(model="bench-judge", messages=messages)
-            except openai.APIConnectionError:
+            result = await client.judge(request)
+            if result.error is not None:
                 errors[0] += 1  # e.g. the stdlib server's listen backlog (5) overflowing
                 continue
             completed[0] += 1
@@ -138,7 +138,7 @@ async def judge_capacity(
         "efficiency": round(rate / bound, 3) if bound else None,
         "p50_ms": round(latencies[len(latencies) // 2] * 1000, 1) if latencies else None,
         "p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 1) if latencies else None,
-        "connection_errors": errors[0],
+        "errors": errors[0],
         "server_cpu_ms_per_call": round(cpu_used / max(completed[0], 1) * 1000, 3),
     }
 

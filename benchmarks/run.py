@@ -108,7 +108,7 @@ async def judge_check(bench: Bench, sizes: Sizes) -> list[dict[str, Any]]:
             say(f"  judge {server:9} latency {latency_s:g} s: {check['requests_per_s']:.1f} "
                 f"req/s{eff}; p50 {check['p50_ms']} ms, p99 {check['p99_ms']} ms; "
                 f"{check['server_cpu_ms_per_call']:.2f} ms server CPU per call; "
-                f"{check['connection_errors']} connection errors")
+                f"{check['errors']} errors")
     return checks
 
 
@@ -272,7 +272,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         say(f"backlog: {plain_count} traces ({size / plain_count:.0f} bytes each on average) "
             f"in {time.monotonic() - t0:.1f} s")
         if "judge" in chosen:
-            say("fake judge capacity (the real openai client, 64 concurrent):")
+            say("fake judge capacity (the worker's judge client, 64 concurrent, no Kafka):")
             results["judge_check"] = await judge_check(bench, sizes)
         without: dict[str, float] = {}
         if "throughput" in chosen:

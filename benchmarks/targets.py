@@ -48,8 +48,16 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     if worker:
         bound = concurrency / latency_s
         ratio = worker["verdicts_per_s"] / bound
-        aside = (f" (latency ±{jittered['jitter']:.0%}: {jittered['verdicts_per_s'] / bound:.3f})"
-                 if jittered else "")
+        asides = []
+        if jittered:
+            asides.append(f"latency ±{jittered['jitter']:.0%}: "
+                          f"{jittered['verdicts_per_s'] / bound:.3f}")
+        ceiling = next((c for c in results.get("judge_check", [])
+                        if c["server"] == "asyncio" and c["latency_s"] == latency_s
+                        and c["concurrency"] == concurrency), None)
+        if ceiling and ceiling["efficiency"]:
+            asides.append(f"the judge client alone, no Kafka: {ceiling['efficiency']:.3f}")
+        aside = f" ({'; '.join(asides)})" if asides else ""
         rows.append({
             "target": "concurrency efficiency",
             "measured": f"{worker['verdicts_per_s']:.1f} verdicts/s at {concurrency} slots, "

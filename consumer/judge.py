@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
+import aiohttp
 import openai
 import structlog
 from openai import AsyncOpenAI
@@ -279,6 +280,8 @@ def _read_answer(response: Any) -> JudgeAnswer:
 def _classify(exc: openai.OpenAIError | ValueError) -> _Failure:
     """Map the SDK's exceptions onto what the worker does about them."""
     message = str(getattr(exc, "message", exc))[:300]
+    if isinstance(exc, openai.APITimeoutError) and (refused := _connection_failure(exc)):
+        return _Failure("judge_unreachable", str(refused)[:300], transient=True)
     if isinstance(exc, openai.APITimeoutError):
         return _Failure("judge_timeout", "the judge did not answer in time", transient=True)
     if isinstance(exc, openai.APIConnectionError):
@@ -301,6 +304,23 @@ def _classify(exc: openai.OpenAIError | ValueError) -> _Failure:
         return _Failure(f"judge_http_{status}", message)
     # Malformed bodies (APIResponseValidationError, or the SDK's bare JSONDecodeError).
     return _Failure("judge_bad_response", message, transient=True)
+
+
+def _connection_failure(exc: openai.APITimeoutError) -> BaseException | None:
+    """The connection error behind a "timeout" that was none, if any.
+
+    The SDK's aiohttp transport maps every ``aiohttp.ClientConnectionError`` (refused,
+    reset, server disconnected) to ``httpx.ConnectTimeout``, so the SDK raises
+    ``APITimeoutError`` for them; only a real timeout in the cause chain makes it one.
+    """
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, TimeoutError):  # aiohttp's own timeouts are TimeoutErrors too
+            return None
+        if isinstance(cause, aiohttp.ClientConnectionError):
+            return cause
+        cause = cause.__cause__
+    return None
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -333,6 +353,10 @@ def build_judge(
         timeout=timeout_s,
         # Responses of the wrong shape raise instead of arriving half-built.
         _strict_response_validation=True,
+        # The SDK's aiohttp transport: at 64 concurrent calls it costs about 1 ms of CPU per
+        # call less than the default httpx pool, the difference between ~0.91 and ~0.96 of
+        # the Little's-law bound on 2 cores (benchmarks: throughput at 64 slots).
+        http_client=openai.DefaultAioHttpClient(),
     )
     limiter = JudgeLimiter(requests_per_minute, tokens_per_minute)
     return OpenAIJudge(

@@ -1,13 +1,15 @@
 """The fake judge over real HTTP on loopback, through the real ``AsyncOpenAI`` client.
 
 These tests also pin what the openai client does with each failure (``max_retries=0``), since
-``consumer/judge.py`` maps exactly these exceptions.
+``consumer/judge.py`` maps exactly these exceptions; each runs through both of the SDK's HTTP
+transports: httpx (its default) and aiohttp (the one the worker uses).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -21,6 +23,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from consumer.errors import JudgeError
+from consumer.judge import _classify as classify
 from consumer.judge_server import JudgeServer, Reply
 from consumer.prompt import ANSWER_JSON_SCHEMA, PROBE_MESSAGES, Limits, build_request, parse_answer
 from schemas.trace import TraceEvent
@@ -55,12 +58,22 @@ async def ask(
     )
 
 
-@pytest.fixture
-async def client(fake_judge: FakeJudge) -> AsyncIterator[openai.AsyncOpenAI]:
+TRANSPORTS = ("httpx", "aiohttp")
+
+
+def real_client(url: str, transport: str, **options: Any) -> openai.AsyncOpenAI:
+    """The openai client over one of its HTTP transports."""
+    if transport == "aiohttp":
+        options["http_client"] = openai.DefaultAioHttpClient()
+    return openai.AsyncOpenAI(base_url=url, api_key="test-key", **options)
+
+
+@pytest.fixture(params=TRANSPORTS)
+async def client(
+    fake_judge: FakeJudge, request: pytest.FixtureRequest
+) -> AsyncIterator[openai.AsyncOpenAI]:
     _, server = fake_judge
-    async with openai.AsyncOpenAI(
-        base_url=server.url, api_key="test-key", max_retries=0, timeout=5.0
-    ) as client:
+    async with real_client(server.url, request.param, max_retries=0, timeout=5.0) as client:
         yield client
 
 
@@ -124,11 +137,12 @@ async def test_status_maps_to_the_client_exception(
     assert caught.value.status_code == status
 
 
-async def test_hang_times_out_while_other_requests_are_served(fake_judge: FakeJudge) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_hang_times_out_while_other_requests_are_served(
+    fake_judge: FakeJudge, transport: str
+) -> None:
     judge, server = fake_judge
-    async with openai.AsyncOpenAI(
-        base_url=server.url, api_key="test-key", max_retries=0, timeout=0.5
-    ) as client:
+    async with real_client(server.url, transport, max_retries=0, timeout=0.5) as client:
         hanging = asyncio.ensure_future(ask(client, "[[hang]]"))
         await asyncio.sleep(0.05)
         fast = [await ask(client, f"answer {i}") for i in range(3)]
@@ -214,11 +228,36 @@ async def test_fail_then_succeed_is_counted_per_answer(
     assert len(judge.gaps_s("fail=2")) == 2
 
 
-async def test_client_retries_honour_retry_after(fake_judge: FakeJudge) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_refused_connection_is_unreachable_not_a_timeout(transport: str) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with real_client(f"http://127.0.0.1:{port}/v1", transport, max_retries=0,
+                           timeout=5.0) as client:
+        started = time.monotonic()
+        with pytest.raises(openai.APIConnectionError) as caught:
+            await ask(client, "An answer.")
+    assert time.monotonic() - started < 2.0
+    # The aiohttp transport reports it as APITimeoutError; the judge must still see a
+    # connection failure (retried with backoff), not a timeout (never retried).
+    assert isinstance(caught.value, openai.APITimeoutError) == (transport == "aiohttp")
+    assert classify(caught.value).kind == "judge_unreachable"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_real_timeout_is_classified_as_one(fake_judge: FakeJudge, transport: str) -> None:
+    _, server = fake_judge
+    async with real_client(server.url, transport, max_retries=0, timeout=0.3) as client:
+        with pytest.raises(openai.APITimeoutError) as caught:
+            await ask(client, "[[hang]]")
+    assert classify(caught.value).kind == "judge_timeout"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_client_retries_honour_retry_after(fake_judge: FakeJudge, transport: str) -> None:
     judge, server = fake_judge
-    async with openai.AsyncOpenAI(
-        base_url=server.url, api_key="test-key", max_retries=1, timeout=5.0
-    ) as client:
+    async with real_client(server.url, transport, max_retries=1, timeout=5.0) as client:
         completion = await ask(client, "[[fail=1 status=429 retry_after=0.6]]")
     assert parse_answer(completion.choices[0].message.content).score == 5
     [gap] = judge.gaps_s("fail=1")
