@@ -117,6 +117,25 @@ def plot(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def medians(runs: list[dict[str, Any]]) -> str:
+    """Each target over several runs: every run's ratio, and the median run's figures."""
+    by_target: dict[str, list[dict[str, Any]]] = {}
+    for results in runs:
+        for row in evaluate(results):
+            by_target.setdefault(row["target"], []).append(row)
+    started = ", ".join(results["meta"]["started"] for results in runs)
+    lines = [f"Medians of {len(runs)} runs ({started}).", "",
+             "| target | ratio per run | median run: measured | median ratio | goal | met |",
+             "|---|---|---|---:|---|---|"]
+    for target, rows in by_target.items():
+        ranked = sorted(rows, key=lambda row: row["ratio"])
+        middle = ranked[(len(ranked) - 1) // 2]
+        each = ", ".join(f"{row['ratio']}" for row in rows)
+        lines.append(f"| {target} | {each} | {middle['measured']} | {middle['ratio']} | "
+                     f"{middle['goal']} | {_met(middle['met'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def compare(results: dict[str, Any], baseline: dict[str, Any]) -> str:
     """Each headline number of this run next to the baseline's, with the ratio."""
     now, before = headline(results), headline(baseline)

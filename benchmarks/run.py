@@ -2,6 +2,7 @@
 
     python -m benchmarks.run [--quick] [--only throughput,hangs,...] [--repeat N]
                              [--baseline benchmarks/results/latest.json] [--memory-cap S]
+    python -m benchmarks.run --median run1.json run2.json run3.json
 
 Writes ``benchmarks/results/latest.json`` and ``latest.md`` and draws
 ``docs/bench-throughput.png``. Scenarios: ``judge`` (the fake judges' own capacity),
@@ -31,7 +32,7 @@ from typing import Any
 from benchmarks import capacity, scenarios
 from benchmarks.kafka import Backlog, fill
 from benchmarks.procs import machine_load
-from benchmarks.report import compare, markdown, plot, write_json
+from benchmarks.report import compare, markdown, medians, plot, write_json
 from benchmarks.scenarios import Window
 from benchmarks.systems import BARE, BATCH_GATHER, SEQUENTIAL, WORKER, Bench
 from benchmarks.targets import evaluate, hang_ceiling, max_timeout_for
@@ -338,7 +339,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-throughput.png")
     parser.add_argument("--render", type=Path, metavar="JSON",
                         help="measure nothing: redraw the table and plot from a results JSON")
+    parser.add_argument("--median", type=Path, nargs="+", metavar="JSON",
+                        help="measure nothing: each target's median over these results JSONs "
+                             "(written to median.md beside latest.md)")
     args = parser.parse_args(argv)
+    if args.median:
+        table = medians([json.loads(path.read_text()) for path in args.median])
+        (args.out / "median.md").write_text(table)
+        say(table)
+        return 0
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
     if args.render:
         results = json.loads(args.render.read_text())
