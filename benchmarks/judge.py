@@ -127,6 +127,10 @@ async def _serve_connection(
                 writer.write(_response(200, answers.answer(body), close))
             elif method == "GET" and path.startswith("/stats"):
                 writer.write(_response(200, answers.stats(path.endswith("arrivals")), close))
+            elif method == "GET" and path in ("/v1/models", "/models"):
+                models = [{"id": MODEL, "object": "model", "created": 0, "owned_by": "bench"}]
+                writer.write(_response(200, json.dumps({"object": "list", "data": models})
+                                       .encode(), close))
             elif method == "GET" and path == "/healthz":
                 writer.write(_response(200, b'{"ok": true}', close))
             else:

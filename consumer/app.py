@@ -51,15 +51,15 @@ def make_judge(settings: Settings) -> OpenAIJudge:
     )
 
 
-def make_evaluator(settings: Settings) -> Evaluator:
-    """Judge, threshold and limits from the settings."""
+def make_evaluator(settings: Settings, judge: OpenAIJudge | None = None) -> Evaluator:
+    """Judge (``make_judge`` unless given), threshold and limits from the settings."""
     limits = Limits(
         max_documents=settings.max_documents,
         max_document_chars=settings.max_document_chars,
         max_output_chars=settings.max_output_chars,
         context_field=settings.context_field,
     )
-    return Evaluator(make_judge(settings), settings.threshold, limits)
+    return Evaluator(judge or make_judge(settings), settings.threshold, limits)
 
 
 def max_in_flight(settings: Settings) -> int:
@@ -143,7 +143,8 @@ class Rebalance:
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set, then drain and return; without ``stop``, until SIGTERM."""
-    evaluator = make_evaluator(settings)  # raises ConfigError without an API key
+    judge = make_judge(settings)  # raises ConfigError without an API key
+    evaluator = make_evaluator(settings, judge)
     if stop is None:
         stop = asyncio.Event()
         install_signal_handlers(stop)
@@ -183,6 +184,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         delivery=settings.delivery,
         max_in_flight=config.max_in_flight,
     )
+    preflight = asyncio.create_task(judge.preflight())  # meanwhile, Kafka connects
     try:
         await health.start(settings.health_port)
         if producer is not None and not await start_with_retry(producer, "producer", stop):
@@ -205,5 +207,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                     log.warning("producer_stop_timed_out", timeout_s=PRODUCER_STOP_TIMEOUT_S)
         if transactions is not None:
             await transactions.close()
-        await evaluator.judge.close()
+        preflight.cancel()
+        await asyncio.gather(preflight, return_exceptions=True)
+        await judge.close()
         log.info("worker_stopped")

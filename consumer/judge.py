@@ -42,6 +42,7 @@ log = structlog.get_logger(__name__)
 
 RESPONSE_FORMATS: tuple[str, ...] = ("json_schema", "json_object", "text")
 MAX_RETRY_AFTER_S = 120.0
+PREFLIGHT_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +241,26 @@ class OpenAIJudge:
             if probed_at > since:
                 return ok
             return await self.probe()
+
+    async def preflight(self) -> None:
+        """One request at start-up that costs no tokens (``GET /models``), run while Kafka
+        connects: it opens the first connection and readies the SDK, so the first trace's
+        call goes out at once, and it says early when the endpoint does not offer the model.
+        Best effort: the worker starts whatever it finds (some proxies have no model list)."""
+        started = time.monotonic()
+        try:
+            page = await self._client.models.list(
+                timeout=min(self._timeout_s, PREFLIGHT_TIMEOUT_S)
+            )
+        except (openai.OpenAIError, ValueError) as exc:
+            log.info("judge_preflight_failed", error=_classify(exc).kind)
+            return
+        listed = {model.id for model in page.data}
+        if self.model in listed:
+            log.info("judge_reachable", model=self.model,
+                     latency_ms=round((time.monotonic() - started) * 1000))
+        else:
+            log.warning("judge_model_not_listed", model=self.model, listed=len(listed))
 
     async def probe(self) -> bool:
         """A tiny request: does the judge answer at all?"""

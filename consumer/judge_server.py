@@ -118,7 +118,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._send(Reply(body={"ok": True}))
         elif path in ("/v1/models", "/models"):
-            data = [{"id": m, "object": "model", "owned_by": "local"} for m in self.server.models]
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "local"}
+                    for m in self.server.models]
             self._send(Reply(body={"object": "list", "data": data}))
         else:
             self._send(error_reply(404, f"Unknown request URL: GET {path}.", code="unknown_url"))

@@ -1,10 +1,12 @@
-"""Shared fixtures: a real Kafka broker (session) and the fake judge (a real HTTP server)."""
+"""Shared fixtures: a real Kafka broker (session), the fake judge (a real HTTP server), and
+structlog back at its defaults."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+import structlog
 
 from tests.fakes.fixtures import fake_judge
 from tests.support.kafka import kafka_bootstrap
@@ -20,3 +22,13 @@ def kafka() -> Iterator[str]:
         yield address
     finally:
         cleanup()
+
+
+@pytest.fixture
+def default_structlog() -> Iterator[None]:
+    """Start from structlog's defaults: another test may have configured logging (a level
+    that filters info events out, a stream since closed) and left it so."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    yield
+    structlog.configure(**saved)

@@ -10,7 +10,7 @@ import asyncio
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,14 +37,7 @@ HEALTHY = HealthState(last_fetch_at=NOW - 0.1, draining=False, joined=True,
                       kafka_ok_at=NOW - 2, kafka_error=None)
 
 
-@pytest.fixture(autouse=True)
-def default_structlog() -> Iterator[None]:
-    """Start from structlog's defaults: another test may have configured logging (a level
-    that filters info events out, a stream since closed) and left it so."""
-    saved = structlog.get_config()
-    structlog.reset_defaults()
-    yield
-    structlog.configure(**saved)
+pytestmark = pytest.mark.usefixtures("default_structlog")
 
 
 # -- the rules ------------------------------------------------------------------------------

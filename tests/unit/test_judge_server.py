@@ -19,10 +19,12 @@ from typing import Any, cast
 
 import openai
 import pytest
+import structlog
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from consumer.errors import JudgeError
+from consumer.judge import OpenAIJudge, build_judge
 from consumer.judge import _classify as classify
 from consumer.judge_server import JudgeServer, Reply
 from consumer.prompt import ANSWER_JSON_SCHEMA, PROBE_MESSAGES, Limits, build_request, parse_answer
@@ -382,3 +384,50 @@ def test_stop_ends_a_hanging_request_and_frees_the_port() -> None:
 def test_markers_parse_flags_and_values() -> None:
     found = markers("text [[fail=2 status=503]] more [[hang]] [[delay=0.3]]")
     assert found == {"fail": "2", "status": "503", "hang": "", "delay": "0.3"}
+
+
+def production_judge(url: str, model: str = "gpt-4o-mini") -> OpenAIJudge:
+    return build_judge("test-key", url, model, timeout_s=5.0, max_concurrency=4,
+                       requests_per_minute=None, tokens_per_minute=None)
+
+
+@pytest.mark.usefixtures("default_structlog")
+@pytest.mark.parametrize(
+    ("model", "event"),
+    [("gpt-4o-mini", "judge_reachable"), ("gpt-4o-typo", "judge_model_not_listed")],
+    ids=["listed", "not-listed"],
+)
+async def test_preflight_lists_models_and_spends_no_tokens(
+    fake_judge: FakeJudge, model: str, event: str
+) -> None:
+    judge_calls, server = fake_judge
+    judge = production_judge(server.url, model)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            await judge.preflight()
+        # the connection it opened carries the first real call
+        result = await judge.judge(build_request(
+            TraceEvent(trace_id="t", output="The sky is blue.", retrieved_documents=["Blue."]),
+            Limits()))
+    finally:
+        await judge.close()
+    assert [entry["event"] for entry in logs] == [event]
+    assert logs[0]["model"] == model
+    assert result.answer is not None
+    assert judge_calls.count() == 1  # only the trace's call reached chat completions
+
+
+@pytest.mark.usefixtures("default_structlog")
+async def test_preflight_against_a_dead_endpoint_only_logs() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    judge = production_judge(f"http://127.0.0.1:{port}/v1")
+    try:
+        with structlog.testing.capture_logs() as logs:
+            await judge.preflight()
+    finally:
+        await judge.close()
+    assert logs == [{"event": "judge_preflight_failed", "error": "judge_unreachable",
+                     "log_level": "info"}]
+    assert not judge.holding  # the breaker is the trace calls' business, not the preflight's
