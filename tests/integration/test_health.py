@@ -6,7 +6,6 @@ cannot reach Kafka is alive, unready and says so in one warning line, without tr
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from consumer.judge_server import JudgeServer
 from tests.fakes.judge import ScriptedJudge
 from tests.integration.streams import Topics, create_topics, produce, read_all, trace
 from tests.integration.workers import Worker, WorkerPool, tracebacks, worker_env
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -35,12 +35,6 @@ def known_stream() -> list[bytes | None]:
     values += [trace("empty-null", None), trace("empty-blank", "   ")]
     values.append(b"{not json")
     return values
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def samples(text: str) -> Samples:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from typing import Any
 
@@ -35,17 +34,12 @@ from tests.integration.streams import (
     trace,
     verdicts_by_trace,
 )
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
 LIMITS = {"MAX_DOCUMENTS": "12", "MAX_DOCUMENT_CHARS": "2000", "MAX_OUTPUT_CHARS": "4000"}
 HEALTHY_TRACE_ID = "after-the-corpus"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def http_status(port: int, path: str) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 import urllib.error
@@ -30,6 +29,7 @@ from consumer.judge_server import JudgeServer, Reply
 from consumer.prompt import ANSWER_JSON_SCHEMA, PROBE_MESSAGES, Limits, build_request, parse_answer
 from schemas.trace import TraceEvent
 from tests.fakes.judge import JSON_SCHEMA_REJECTED, ScriptedJudge, markers
+from tests.support.ports import free_port
 
 FakeJudge = tuple[ScriptedJudge, JudgeServer]
 JSON_SCHEMA: dict[str, Any] = {"type": "json_schema", "json_schema": ANSWER_JSON_SCHEMA}
@@ -232,10 +232,7 @@ async def test_fail_then_succeed_is_counted_per_answer(
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_refused_connection_is_unreachable_not_a_timeout(transport: str) -> None:
-    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    async with real_client(f"http://127.0.0.1:{port}/v1", transport, max_retries=0,
+    async with real_client(f"http://127.0.0.1:{free_port()}/v1", transport, max_retries=0,
                            timeout=5.0) as client:
         started = time.monotonic()
         with pytest.raises(openai.APIConnectionError) as caught:
@@ -405,7 +402,6 @@ async def test_preflight_lists_models_and_spends_no_tokens(
     try:
         with structlog.testing.capture_logs() as logs:
             await judge.preflight()
-        # the connection it opened carries the first real call
         result = await judge.judge(build_request(
             TraceEvent(trace_id="t", output="The sky is blue.", retrieved_documents=["Blue."]),
             Limits()))
@@ -419,10 +415,7 @@ async def test_preflight_lists_models_and_spends_no_tokens(
 
 @pytest.mark.usefixtures("default_structlog")
 async def test_preflight_against_a_dead_endpoint_only_logs() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    judge = production_judge(f"http://127.0.0.1:{port}/v1")
+    judge = production_judge(f"http://127.0.0.1:{free_port()}/v1")
     try:
         with structlog.testing.capture_logs() as logs:
             await judge.preflight()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -22,6 +21,7 @@ from consumer.judge_server import JudgeServer
 from consumer.local_judge import LocalJudge
 from consumer.prompt import ANSWER_JSON_SCHEMA, PROBE_MESSAGES, Limits, build_request, parse_answer
 from schemas.trace import TraceEvent
+from tests.support.ports import free_port
 
 DOCUMENTS = ["The Eiffel Tower was completed in 1889. It is 330 metres tall."]
 RESPONSE_FORMATS: list[dict[str, Any] | None] = [
@@ -114,12 +114,6 @@ async def test_request_without_a_data_block_is_a_bad_request(
         await create(client, messages)
     assert caught.value.param == "messages"
     assert "groundedness@v1" in caught.value.message
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_serve_prints_its_url_and_stops_on_sigterm() -> None:
