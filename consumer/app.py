@@ -20,11 +20,12 @@ from consumer.evaluate import Evaluator
 from consumer.health import WorkerHealth
 from consumer.judge import OpenAIJudge, build_judge
 from consumer.kafka import client_options, start_client
+from consumer.ownership import PartitionOwnership
 from consumer.pipeline import Pipeline, PipelineConfig
 from consumer.prompt import Limits
 from consumer.settings import Settings
 from consumer.sink import KafkaVerdictSink, VerdictSink
-from consumer.source import create_consumer, subscribe
+from consumer.source import RebalanceHandler, create_consumer, subscribe
 from consumer.transactional import TransactionalSink
 
 log = structlog.get_logger(__name__)
@@ -124,20 +125,15 @@ def _request_stop(stop: asyncio.Event, sig: signal.Signals) -> None:
 
 
 class Rebalance:
-    """Partitions move: the pipeline lets go before the sink; the sink takes hold first."""
+    """At least once, partitions move straight to and from the pipeline."""
 
-    def __init__(self, pipeline: Pipeline, transactions: TransactionalSink | None) -> None:
+    def __init__(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
-        self._transactions = transactions
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._pipeline.on_partitions_revoked(revoked)  # drains and commits first
-        if self._transactions is not None:
-            await self._transactions.partitions_revoked(revoked)
+        await self._pipeline.on_partitions_revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        if self._transactions is not None:
-            await self._transactions.partitions_assigned(assigned)  # fences the old owner
         self._pipeline.on_partitions_assigned(assigned)
 
 
@@ -174,8 +170,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         drain_timeout_s=settings.drain_timeout_seconds,
     )
     pipeline = Pipeline(consumer, sink, evaluator, commit, config)
-    health = WorkerHealth(consumer, pipeline, stop)
-    subscribe(consumer, settings.traces_topic, health.track(Rebalance(pipeline, transactions)))
+    rebalance: RebalanceHandler = Rebalance(pipeline)
+    ownership: PartitionOwnership | None = None
+    if transactions is not None:
+        rebalance = ownership = PartitionOwnership(consumer, transactions, pipeline)
+    health = WorkerHealth(consumer, pipeline, stop, waiting=ownership)
+    subscribe(consumer, settings.traces_topic, health.track(rebalance))
     log.info(
         "worker_starting",
         topic=settings.traces_topic,
@@ -205,6 +205,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                     await asyncio.wait_for(producer.stop(), PRODUCER_STOP_TIMEOUT_S)
                 except TimeoutError:
                     log.warning("producer_stop_timed_out", timeout_s=PRODUCER_STOP_TIMEOUT_S)
+        if ownership is not None:
+            await ownership.close()
         if transactions is not None:
             await transactions.close()
         preflight.cancel()

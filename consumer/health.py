@@ -11,8 +11,9 @@ stuck, unless the worker is draining or Kafka is known to be unreachable (a comm
 waits for the broker, and a restart would not bring the broker back).
 
 Readiness (``/readyz``): 200 only when the consumer has started, the worker is not draining,
-the broker answered a check recently, and the consumer has joined its group (its assignment
-may be empty: a surplus replica is still a healthy member and must not stall a rollout).
+the broker answered a check recently, the consumer has joined its group (its assignment
+may be empty: a surplus replica is still a healthy member and must not stall a rollout), and
+every owned partition could be started (exactly once: its transactional producer).
 
 How Kafka reachability is known: aiokafka exposes no public connection state, and while the
 broker is away it keeps retrying inside ``getmany`` (and logging) instead of raising. So the
@@ -29,7 +30,7 @@ import contextlib
 import errno
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -66,6 +67,7 @@ class HealthState:
     joined: bool
     kafka_ok_at: float | None  # the last check the broker answered
     kafka_error: str | None  # why the latest check failed; None when it succeeded
+    waiting: dict[str, str] = field(default_factory=dict)  # owned partitions not started: why
 
 
 def kafka_reachable(state: HealthState, now: float, stale_after_s: float) -> bool:
@@ -104,6 +106,9 @@ def readiness(state: HealthState, now: float, *, stale_after_s: float) -> Check:
         return Check(False, f"kafka unreachable: {state.kafka_error or 'no recent answer'}")
     if not state.joined:
         return Check(False, "joining the consumer group")
+    if state.waiting:
+        partition, why = min(state.waiting.items())
+        return Check(False, f"{len(state.waiting)} partition(s) cannot start, {partition}: {why}")
     return Check(True, "ready")
 
 
@@ -201,6 +206,12 @@ class WatchedConsumer(Protocol):
     async def topics(self) -> set[str]: ...
 
 
+class Waiting(Protocol):
+    """Owned partitions that cannot be worked on yet (exactly once: their producer)."""
+
+    def waiting(self) -> dict[Partition, str]: ...
+
+
 class Heartbeat(Protocol):
     """The pipeline's fetch stamp (``time.monotonic()``; None before its first fetch)."""
 
@@ -219,8 +230,10 @@ class WorkerHealth:
         check_interval_s: float = 5.0,
         check_timeout_s: float = 5.0,
         wedged_after_s: float = 60.0,
+        waiting: Waiting | None = None,
     ) -> None:
         self._consumer = consumer
+        self._waiting = waiting
         self._pipeline = pipeline
         self._stop = stop
         self._check_interval_s = check_interval_s
@@ -243,7 +256,12 @@ class WorkerHealth:
             joined=self._joined or bool(self._consumer.assignment()),
             kafka_ok_at=self._kafka_ok_at,
             kafka_error=self._kafka_error,
+            waiting=self._waiting_partitions(),
         )
+
+    def _waiting_partitions(self) -> dict[str, str]:
+        waiting = self._waiting.waiting() if self._waiting is not None else {}
+        return {str(tp): why for tp, why in waiting.items()}
 
     def liveness(self) -> Check:
         """``/healthz``."""

@@ -128,11 +128,13 @@ class Pipeline:
         for tp, records in batches.items():
             offsets = self._tracker.current(tp)
             if offsets is None:
-                # Fetched while the assignment callback is still running (aiokafka fetches as
-                # soon as partitions are assigned): put the records back until it has run, so
-                # no record is handled before the partition's state (and, for exactly-once,
-                # its fencing producer) exists.
+                # Fetched before the partition was handed over (aiokafka fetches as soon as
+                # partitions are assigned; exactly once, its producer may still be starting):
+                # put the records back and pause it until ``on_partitions_assigned``, so no
+                # record is handled before the partition's state (and its fencing producer)
+                # exists, and the loop does not fetch the same records over and over.
                 self._consumer.seek(tp, records[0].offset)
+                self._consumer.pause(tp)
                 continue
             tasks = self._tasks.setdefault(tp, set())
             for record in records:
@@ -152,25 +154,42 @@ class Pipeline:
             log.info("partitions_paused", uncommitted=self._tracker.uncommitted, judge_down=holding)
         elif self._paused and not holding and room >= self._config.max_in_flight // 2:
             self._paused = False
-            self._consumer.resume(*self._consumer.assignment())
+            self._consumer.resume(*self._owned())
             log.info("partitions_resumed", uncommitted=self._tracker.uncommitted)
 
     async def commit(self, *, force: bool) -> None:
-        """Commit every watermark that moved (at most every ``commit_interval_s``)."""
+        """Commit every watermark that moved (at most every ``commit_interval_s``).
+
+        A commit that has begun is never abandoned, even when its caller is (a SIGTERM
+        cancels the fetch loop's step): once a transaction's ``EndTxn`` is sent, the broker
+        commits it whatever the client does next, and only the commit's own completion tells
+        the worker which outcomes are published. So the work is shielded, and it records its
+        result itself; the drain's final commit queues behind it on the lock.
+        """
         now = time.monotonic()
         if not force and now - self._last_commit < self._config.commit_interval_s:
             return
         self._last_commit = now
-        offsets = self._tracker.to_commit()
-        if not offsets:
-            return
-        try:
-            async with self._commit_lock:
+        await asyncio.shield(self._commit_watermarks())
+
+    async def _commit_watermarks(
+        self, partitions: Collection[Partition] | None = None, *, event: str = "commit_failed"
+    ) -> None:
+        """Commit the moved watermarks (of ``partitions``, or all), one commit at a time."""
+        async with self._commit_lock:
+            # Read under the lock: a commit that finished while this one waited has moved them.
+            offsets = {
+                tp: mark for tp, mark in self._tracker.to_commit().items()
+                if partitions is None or tp in partitions
+            }
+            if not offsets:
+                return
+            try:
                 committed = await self._commit_offsets(offsets)
-        except Exception as exc:  # a rebalance in progress; the revoke path commits instead
-            log.warning("commit_failed", error=f"{type(exc).__name__}: {exc}")
-            return
-        self._tracker.committed(committed)
+            except Exception as exc:  # a rebalance in progress; the revoke path commits instead
+                log.warning(event, error=f"{type(exc).__name__}: {exc}")
+                return
+            self._tracker.committed(committed)
         metrics.IN_FLIGHT.set(self._tracker.uncommitted)
 
     # -- rebalances (called by the consumer's listener, between fetches) -------------------
@@ -183,25 +202,39 @@ class Pipeline:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        offsets = {tp: mark for tp, mark in self._tracker.to_commit().items() if tp in revoked}
-        if offsets:
-            try:
-                async with self._commit_lock:
-                    await self._commit_offsets(offsets)
-            except Exception as exc:
-                log.warning("revoke_commit_failed", error=f"{type(exc).__name__}: {exc}")
+        await asyncio.shield(self._commit_watermarks(revoked, event="revoke_commit_failed"))
         for tp in revoked:
             self._tracker.drop(tp)
             self._tasks.pop(tp, None)
         log.info("partitions_revoked", partitions=sorted(str(tp) for tp in revoked))
 
     def on_partitions_assigned(self, assigned: Collection[Partition]) -> None:
-        """Start fresh state; aiokafka forgets pauses on assignment, so re-pause if full."""
+        """Start fresh state and dispatch from here on; aiokafka forgets pauses on
+        assignment, so re-pause if full (and resume one paused while it was handed over)."""
         for tp in assigned:
             self._tracker.partition(tp)
-        if self._paused and assigned:
+        if assigned and self._paused:
             self._consumer.pause(*assigned)
+        elif assigned:
+            self._consumer.resume(*assigned)
         log.info("partitions_assigned", partitions=sorted(str(tp) for tp in assigned))
+
+    async def forget_partition(self, tp: Partition) -> None:
+        """Drop a partition's state and in-flight work, committing nothing: its outcomes are
+        gone (exactly once, with a lost producer), so it starts over from its committed
+        offset when it is handed over again."""
+        self._consumer.pause(tp)
+        self._tracker.drop(tp)  # first: a completion still on its way is discarded
+        tasks = self._tasks.pop(tp, set())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        log.info("partition_forgotten", partition=str(tp), abandoned=len(tasks))
+
+    def _owned(self) -> list[Partition]:
+        """The assigned partitions that were handed over (a partition still starting stays
+        paused)."""
+        return [tp for tp in self._consumer.assignment() if self._tracker.current(tp) is not None]
 
     # -- one record -------------------------------------------------------------------------
 

@@ -150,15 +150,16 @@ def verdicts_by_trace(records: list[ConsumerRecord[bytes, bytes]]) -> dict[str, 
 
 @asynccontextmanager
 async def in_process_worker(
-    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, stop: asyncio.Event | None = None
 ) -> AsyncIterator[asyncio.Task[None]]:
     """The real worker in this event loop, configured by ``env`` alone (the shell's worker
-    variables are cleared); stopped and drained on exit."""
+    variables are cleared); stopped and drained on exit, or when ``stop`` is set (a SIGTERM
+    at a moment the test chooses)."""
     for name in Settings.model_fields:
         monkeypatch.delenv(name.upper(), raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    stop = asyncio.Event()
+    stop = stop or asyncio.Event()
     task = asyncio.create_task(run_worker(load_settings(), stop))
     try:
         yield task

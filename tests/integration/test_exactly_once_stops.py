@@ -1,0 +1,126 @@
+"""Exactly once through rolling deploys: SIGTERM at random moments under load.
+
+A SIGTERM may land while a commit's transaction is in flight. aiokafka finishes ``EndTxn``
+on the broker even when the awaiting task is cancelled, so a worker that abandoned the commit
+would not know its outcomes were published, and would publish them again in the drain's
+transaction. A ``read_committed`` reader must see every verdict once, over many stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from consumer.judge_server import JudgeServer
+from tests.fakes.judge import ScriptedJudge
+from tests.integration.streams import (
+    Topics,
+    create_topics,
+    in_process_worker,
+    produce,
+    read_all,
+    verdicts_by_trace,
+)
+from tests.integration.workers import (
+    VerdictCollector,
+    WorkerPool,
+    scored_stream,
+    tally,
+    tracebacks,
+    wait_committed,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TRACES = 2400
+PARTITIONS = 6
+STOPS = 12
+JUDGE_LATENCY_S = 0.02
+
+
+async def test_sigterm_at_random_moments_publishes_each_verdict_once(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path
+) -> None:
+    judge, server = fake_judge
+    judge.latency_s = JUDGE_LATENCY_S
+    topics = Topics.fresh("eos-stops")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    values, scores, _ = scored_stream(TRACES)
+    await produce(kafka, topics.traces, values)
+    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once",
+                     DRAIN_TIMEOUT_SECONDS="20")
+    rng = random.Random(11)  # stop moments, reproducible
+
+    codes: list[int] = []
+    async with WorkerPool(tmp_path) as pool, VerdictCollector(kafka, topics.verdicts) as out:
+        for stop in range(STOPS):
+            worker = await pool.start(env, name=f"worker-{stop + 1}")
+            mark = len(out.verdicts)
+            assert await out.wait_for_count(mark + 20, timeout_s=60), worker.log()
+            # Stop only a worker that is publishing: a random moment in its stream of
+            # 0.2 s commit cycles (mid-fetch, mid-judge, mid-transaction).
+            await asyncio.sleep(rng.uniform(0.0, 1.0))
+            assert len(out.trace_ids()) < len(scores), "stopped too late: no work was left"
+            codes.append(await worker.terminate(timeout_s=40))
+        last = await pool.start(env, name="last")
+        assert await out.wait_for(set(scores), timeout_s=120), "verdicts are missing"
+        committed, ends = await wait_committed(kafka, topics.group, topics.traces, 30)
+        await asyncio.sleep(1.0)  # any stray verdict (there must be none) has time to arrive
+        codes.append(await last.terminate())
+
+    result = tally(out.verdicts, scores)
+    print(
+        f"\nSIGTERM (exactly_once): {TRACES} traces over {PARTITIONS} partitions, {STOPS} "
+        f"stops: {len(result.missing)} missing, {len(result.wrong)} wrong, "
+        f"{result.duplicates} duplicates to a read_committed reader"
+    )
+    assert codes == [0] * (STOPS + 1)
+    assert not result.missing
+    assert not result.wrong
+    assert result.duplicates == 0, "a stop mid-commit published its outcomes twice"
+    assert committed == ends
+    for worker in pool.workers:
+        assert not tracebacks(worker.log()), worker.name
+
+
+async def test_a_stop_inside_a_commit_waits_for_its_transaction(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stop lands exactly while a transaction's EndTxn is on its way to the broker."""
+    judge, server = fake_judge
+    judge.latency_s = 0.05
+    topics = Topics.fresh("eos-stop-in-commit")
+    await create_topics(kafka, topics, partitions=3)
+    values, scores, _ = scored_stream(300)
+    await produce(kafka, topics.traces, values)
+    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once")
+
+    stop = asyncio.Event()
+    commit_transaction = AIOKafkaProducer.commit_transaction
+    commits = 0
+
+    async def commit_and_stop(producer: AIOKafkaProducer) -> None:
+        nonlocal commits
+        commits += 1
+        if commits == 6:  # by now every transaction carries verdicts
+            stop.set()
+        await commit_transaction(producer)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(AIOKafkaProducer, "commit_transaction", commit_and_stop)
+        async with in_process_worker(env, monkeypatch, stop) as task:
+            await asyncio.wait_for(task, timeout=60)
+    assert commits >= 6
+    async with in_process_worker(env, monkeypatch):
+        await wait_committed(kafka, topics.group, topics.traces, 60)
+    records = await read_all(kafka, topics.verdicts, at_least=len(scores), settle_s=1.0)
+    published = verdicts_by_trace(records)
+    twice = sorted(t for t, found in published.items() if len(found) > 1)
+    assert set(published) == set(scores)
+    assert not twice, f"{len(twice)} verdicts published twice, e.g. {twice[:3]}"
