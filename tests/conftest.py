@@ -1,5 +1,5 @@
-"""Shared fixtures: a real Kafka broker (session), the fake judge (a real HTTP server), and
-structlog back at its defaults."""
+"""Shared fixtures: a real Kafka broker (session), the fake judge (a real HTTP server), an HTTP
+client for the health server, and structlog back at its defaults."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 import structlog
 
 from tests.fakes.fixtures import fake_judge
+from tests.support.http import http
 from tests.support.kafka import kafka_bootstrap
 
-__all__ = ["fake_judge"]
+__all__ = ["fake_judge", "http"]
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx2
@@ -18,6 +17,7 @@ from consumer.judge_server import JudgeServer
 from tests.fakes.judge import ScriptedJudge
 from tests.integration.streams import Topics, create_topics, produce, read_all, trace
 from tests.integration.workers import Worker, WorkerPool, tracebacks, worker_env
+from tests.support.http import wait_status
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -48,29 +48,6 @@ def samples(text: str) -> Samples:
 
 def value(found: Samples, name: str, **labels: str) -> float | None:
     return found.get((name, tuple(sorted(labels.items()))))
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx2.AsyncClient]:
-    async with httpx2.AsyncClient(trust_env=False, timeout=5) as client:
-        yield client
-
-
-async def wait_status(http: httpx2.AsyncClient, url: str, status: int,
-                      timeout_s: float) -> httpx2.Response:
-    """Poll ``url`` until it answers ``status``; the last response (or fail on timeout)."""
-    deadline = time.monotonic() + timeout_s
-    last: httpx2.Response | None = None
-    while time.monotonic() < deadline:
-        try:
-            last = await http.get(url)
-            if last.status_code == status:
-                return last
-        except httpx2.TransportError:
-            pass  # not listening yet
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{url} never answered {status} in {timeout_s}s; last: "
-                         f"{last and (last.status_code, last.text)}")
 
 
 async def wait_metrics(http: httpx2.AsyncClient, url: str, done: dict[str, float],
