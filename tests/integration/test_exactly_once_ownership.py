@@ -76,7 +76,7 @@ async def test_a_producer_that_cannot_start_holds_its_partition_unready_then_rec
     async with in_process_worker(env, monkeypatch):
         unready = await wait_status(http, f"http://127.0.0.1:{port}/readyz", 503, timeout_s=30,
                                     containing="1 partition(s) cannot start")
-        assert f"partition=1): KafkaConnectionError" in unready.text
+        assert "partition=1): KafkaConnectionError" in unready.text
         await wait_status(http, f"http://127.0.0.1:{port}/readyz", 200, timeout_s=60)
         committed, ends = await wait_committed(kafka, topics.group, topics.traces, 60)
     assert failures == 3
