@@ -77,10 +77,7 @@ class PartitionOwnership:
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         """Stop any retry, let the pipeline drain and commit, then drop the producers."""
-        retries = [task for tp in revoked if (task := self._retries.pop(tp, None))]
-        for task in retries:
-            task.cancel()
-        await asyncio.gather(*retries, return_exceptions=True)
+        await _cancel([task for tp in revoked if (task := self._retries.pop(tp, None))])
         for tp in revoked:
             self._failures.pop(tp, None)
         await self._pipeline.on_partitions_revoked(revoked)  # drains and commits first
@@ -88,17 +85,15 @@ class PartitionOwnership:
 
     async def close(self) -> None:
         """Stop retrying (shutdown)."""
-        retries = list(self._retries.values())
-        for task in retries:
-            task.cancel()
-        await asyncio.gather(*retries, return_exceptions=True)
+        await _cancel(list(self._retries.values()))
 
     async def _take(self, tp: TopicPartition) -> bool:
         try:
             await self._sink.start_partition(tp)  # Step 1: fence the previous owner
             committed = await self._consumer.committed(tp)  # Step 2: read after fencing
         except Exception as exc:  # the broker or its coordinator did not answer: retry
-            self._consumer.pause(tp)
+            if tp in self._consumer.assignment():  # pausing a partition no longer owned raises
+                self._consumer.pause(tp)
             error = f"{type(exc).__name__}: {exc}"[:300]
             if tp not in self._failures:
                 log.warning("partition_start_failed", partition=str(tp), error=error,
@@ -137,3 +132,9 @@ class PartitionOwnership:
     async def _restart(self, tp: TopicPartition) -> None:
         await self._pipeline.forget_partition(tp)  # no in-flight work may outlive its producer
         await self._keep_taking(tp, 0.0)
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

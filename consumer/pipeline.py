@@ -223,7 +223,8 @@ class Pipeline:
         """Drop a partition's state and in-flight work, committing nothing: its outcomes are
         gone (exactly once, with a lost producer), so it starts over from its committed
         offset when it is handed over again."""
-        self._consumer.pause(tp)
+        if tp in self._consumer.assignment():  # pausing a partition no longer owned raises
+            self._consumer.pause(tp)
         self._tracker.drop(tp)  # first: a completion still on its way is discarded
         tasks = self._tasks.pop(tp, set())
         for task in tasks:
