@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from consumer.evaluate import Evaluator
 from consumer.health import WorkerHealth
 from consumer.judge import OpenAIJudge, build_judge
-from consumer.kafka import client_options, start_client
+from consumer.kafka import client_options, quiet_fenced_futures, start_client
 from consumer.ownership import PartitionOwnership
 from consumer.pipeline import Pipeline, PipelineConfig
 from consumer.prompt import Limits
@@ -173,7 +173,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     rebalance: RebalanceHandler = Rebalance(pipeline)
     ownership: PartitionOwnership | None = None
     if transactions is not None:
-        rebalance = ownership = PartitionOwnership(consumer, transactions, pipeline)
+        rebalance = ownership = PartitionOwnership(consumer, transactions, pipeline, stop)
     health = WorkerHealth(consumer, pipeline, stop, waiting=ownership)
     subscribe(consumer, settings.traces_topic, health.track(rebalance))
     log.info(
@@ -185,6 +185,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         max_in_flight=config.max_in_flight,
     )
     preflight = asyncio.create_task(judge.preflight())  # meanwhile, Kafka connects
+    restore_handler = quiet_fenced_futures(asyncio.get_running_loop())
     try:
         await health.start(settings.health_port)
         if producer is not None and not await start_with_retry(producer, "producer", stop):
@@ -194,6 +195,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         await pipeline.run(stop)
     finally:
         await health.close()
+        if ownership is not None:
+            await ownership.close()  # before the consumer: its stop waits for rebalances
         with contextlib.suppress(KafkaError):
             await consumer.stop()
         if producer is not None:
@@ -205,11 +208,10 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                     await asyncio.wait_for(producer.stop(), PRODUCER_STOP_TIMEOUT_S)
                 except TimeoutError:
                     log.warning("producer_stop_timed_out", timeout_s=PRODUCER_STOP_TIMEOUT_S)
-        if ownership is not None:
-            await ownership.close()
         if transactions is not None:
             await transactions.close()
         preflight.cancel()
         await asyncio.gather(preflight, return_exceptions=True)
         await judge.close()
+        restore_handler()
         log.info("worker_stopped")

@@ -67,7 +67,7 @@ class HealthState:
     joined: bool
     kafka_ok_at: float | None  # the last check the broker answered
     kafka_error: str | None  # why the latest check failed; None when it succeeded
-    waiting: dict[str, str] = field(default_factory=dict)  # owned partitions not started: why
+    waiting: dict[str, str] = field(default_factory=dict)  # owned, not started yet: why
 
 
 def kafka_reachable(state: HealthState, now: float, stale_after_s: float) -> bool:
@@ -108,7 +108,7 @@ def readiness(state: HealthState, now: float, *, stale_after_s: float) -> Check:
         return Check(False, "joining the consumer group")
     if state.waiting:
         partition, why = min(state.waiting.items())
-        return Check(False, f"{len(state.waiting)} partition(s) cannot start, {partition}: {why}")
+        return Check(False, f"{len(state.waiting)} partition(s) not started, {partition}: {why}")
     return Check(True, "ready")
 
 

@@ -5,17 +5,20 @@ Taking a partition is three steps, in this order; the order is the correctness a
 1. Start the partition's transactional producer. Initialising its transactional id aborts
    the previous owner's open transaction and fences it: from then on nothing commits for
    the partition except through this producer.
-2. Read the committed offset again and seek to it. aiokafka read it when the partition was
-   assigned, before step 1, so a transaction the previous owner committed in between would
-   leave this worker reading from a stale offset and publishing again what that
-   transaction published. (KIP-447 clients do the same; aiokafka has no KIP-447.)
+2. Read the committed offset again and seek to it (to the beginning when there is none).
+   aiokafka read it when the partition was assigned, before step 1, so a transaction the
+   previous owner committed in between would leave this worker reading from a stale offset
+   and publishing again what that transaction published. (KIP-447 clients do the same;
+   aiokafka has no KIP-447.)
 3. Hand the partition to the pipeline, which from then on dispatches its records.
 
-Until step 3 the partition is paused and ``/readyz`` says why. A step that fails (a broker
-restarting, the transaction coordinator moving) is retried with backoff for as long as the
-partition stays assigned. A producer lost later (fenced, or timed out by the broker) is
-replaced the same way, once the pipeline has dropped the partition's in-flight work, so the
-partition starts again from its committed offset.
+Each assigned partition has one task that takes it, outside the rebalance callback (which
+must return: heartbeats and ``stop()`` wait for it). Until step 3 the partition is paused
+and ``/readyz`` says why; a step that fails or hangs (a broker restarting, the transaction
+coordinator moving) is bounded and retried with backoff. A revoke cancels the partition's
+task before anything else, so no task outlives its partition. A producer lost later (fenced,
+or timed out by the broker) is replaced by a new task, once the pipeline has dropped the
+partition's in-flight work, so the partition starts over from its committed offset.
 """
 
 from __future__ import annotations
@@ -35,11 +38,11 @@ log = structlog.get_logger(__name__)
 class OwnedConsumer(Protocol):
     """The consumer methods that taking a partition needs."""
 
-    def assignment(self) -> set[TopicPartition]: ...
-
     async def committed(self, partition: TopicPartition) -> int | None: ...
 
     def seek(self, partition: TopicPartition, offset: int) -> None: ...
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> bool: ...
 
     def pause(self, *partitions: TopicPartition) -> None: ...
 
@@ -52,86 +55,93 @@ class PartitionOwnership:
         consumer: OwnedConsumer,
         sink: TransactionalSink,
         pipeline: Pipeline,
+        stop: asyncio.Event,
         *,
+        attempt_timeout_s: float = 15.0,
         first_retry_s: float = 1.0,
         max_retry_s: float = 30.0,
     ) -> None:
         self._consumer = consumer
         self._sink = sink
         self._pipeline = pipeline
+        self._stop = stop
+        self._attempt_timeout_s = attempt_timeout_s
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
-        self._retries: dict[TopicPartition, asyncio.Task[None]] = {}
-        self._failures: dict[TopicPartition, str] = {}  # why each waiting partition waits
+        self._takers: dict[TopicPartition, asyncio.Task[None]] = {}  # one per owned partition
+        self._waiting: dict[TopicPartition, str] = {}  # owned, not handed over yet: why
         sink.on_lost = self._lost
 
     def waiting(self) -> dict[TopicPartition, str]:
-        """The assigned partitions that could not be started yet, and why."""
-        return dict(self._failures)
+        """The owned partitions not handed to the pipeline yet, and why."""
+        return dict(self._waiting)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        """Take each partition now; one that cannot start yet waits, paused, and retries."""
-        for tp in sorted(assigned):
-            if not await self._take(tp):
-                self._retry(tp)
+        """Start taking each partition, paused until it is handed over."""
+        for tp in assigned:
+            self._consumer.pause(tp)
+            self._start_taking(tp, "starting its transactional producer")
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        """Stop any retry, let the pipeline drain and commit, then drop the producers."""
-        await _cancel([task for tp in revoked if (task := self._retries.pop(tp, None))])
+        """Cancel the takers first, then let the pipeline drain and commit, then drop the
+        producers."""
+        await _cancel([task for tp in revoked if (task := self._takers.pop(tp, None))])
         for tp in revoked:
-            self._failures.pop(tp, None)
-        await self._pipeline.on_partitions_revoked(revoked)  # drains and commits first
+            self._waiting.pop(tp, None)
+        await self._pipeline.on_partitions_revoked(revoked)  # drains and commits
         await self._sink.partitions_revoked(revoked)
 
     async def close(self) -> None:
-        """Stop retrying (shutdown)."""
-        await _cancel(list(self._retries.values()))
+        """Stop taking partitions (shutdown)."""
+        await _cancel(list(self._takers.values()))
+        self._takers.clear()
 
-    async def _take(self, tp: TopicPartition) -> bool:
-        try:
-            await self._sink.start_partition(tp)  # Step 1: fence the previous owner
-            committed = await self._consumer.committed(tp)  # Step 2: read after fencing
-        except Exception as exc:  # the broker or its coordinator did not answer: retry
-            if tp in self._consumer.assignment():  # pausing a partition no longer owned raises
-                self._consumer.pause(tp)
-            error = f"{type(exc).__name__}: {exc}"[:300]
-            if tp not in self._failures:
-                log.warning("partition_start_failed", partition=str(tp), error=error,
-                            detail="the partition waits, paused, and /readyz is 503")
-            self._failures[tp] = error
-            return False
-        if committed is not None:
-            self._consumer.seek(tp, committed)
-        if self._failures.pop(tp, None) is not None:
+    def _start_taking(self, tp: TopicPartition, why: str, *, forget: bool = False) -> None:
+        self._waiting[tp] = why
+        self._takers[tp] = asyncio.create_task(self._take(tp, forget), name=f"take-{tp}")
+
+    async def _take(self, tp: TopicPartition, forget: bool) -> None:
+        if forget:  # no in-flight work may outlive the producer it was meant for
+            await self._pipeline.forget_partition(tp)
+        delay, failed = 0.0, False
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                async with asyncio.timeout(self._attempt_timeout_s):
+                    await self._sink.start_partition(tp)  # Step 1: fence the previous owner
+                    committed = await self._consumer.committed(tp)  # Step 2: read after it
+                    if committed is None:
+                        await self._consumer.seek_to_beginning(tp)
+                    else:
+                        self._consumer.seek(tp, committed)
+                break
+            except Exception as exc:  # the broker or its coordinator did not answer: retry
+                delay = min(max(2 * delay, self._first_retry_s), self._max_retry_s)
+                self._failed(tp, exc, delay, first=not failed)
+                failed = True
+        self._waiting.pop(tp, None)
+        if failed or forget:
             log.info("partition_started", partition=str(tp), offset=committed)
         self._pipeline.on_partitions_assigned({tp})  # Step 3: dispatch from here on
-        return True
 
-    def _retry(self, tp: TopicPartition) -> None:
-        if tp not in self._retries:
-            self._retries[tp] = asyncio.create_task(
-                self._keep_taking(tp, self._first_retry_s), name=f"take-{tp}"
-            )
-
-    async def _keep_taking(self, tp: TopicPartition, delay: float) -> None:
-        try:
-            while tp in self._consumer.assignment():
-                await asyncio.sleep(delay)
-                if await self._take(tp):
-                    return
-                delay = min(max(2 * delay, self._first_retry_s), self._max_retry_s)
-        finally:
-            if self._retries.get(tp) is asyncio.current_task():
-                del self._retries[tp]
+    def _failed(self, tp: TopicPartition, exc: Exception, retry_in_s: float, *,
+                first: bool) -> None:
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else f"no answer ({type(exc).__name__})"
+        self._waiting[tp] = f"cannot start its transactional producer: {error[:300]}"
+        if first:  # once per partition and attempt to take it; the retries are at debug
+            log.warning("partition_start_failed", partition=str(tp), error=error[:300],
+                        retry_in_s=retry_in_s, detail="the partition waits, paused; /readyz 503")
+        else:
+            log.debug("partition_start_retry", partition=str(tp), error=error[:300],
+                      retry_in_s=retry_in_s)
 
     def _lost(self, tp: TopicPartition) -> None:
-        """The sink dropped the partition's producer: take the partition again from scratch."""
-        self._failures[tp] = "transactional producer lost (fenced or timed out); restarting"
-        self._retries[tp] = asyncio.create_task(self._restart(tp), name=f"restart-{tp}")
-
-    async def _restart(self, tp: TopicPartition) -> None:
-        await self._pipeline.forget_partition(tp)  # no in-flight work may outlive its producer
-        await self._keep_taking(tp, 0.0)
+        """The sink dropped the partition's producer: take the partition again from scratch
+        (unless it is no longer ours, or the worker is stopping: then it is judged again by
+        whoever takes it next)."""
+        if tp in self._takers and not self._stop.is_set():
+            self._start_taking(tp, "transactional producer lost (fenced or timed out)",
+                               forget=True)
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -163,7 +163,7 @@ class TransactionalSink:
         stopping the half-started producer: the caller retries.
         """
         if tp in self._producers:
-            return
+            return  # initialised by an attempt whose later step failed: it still fences
         producer = self._make_producer(self.transactional_id(tp))
         try:
             await producer.start()
@@ -174,11 +174,12 @@ class TransactionalSink:
 
     async def partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
         """Forget the partitions' outcomes (never committed) and stop their producers."""
+        stopping = []
         for tp in revoked:
             self._outcomes.pop(tp, None)
-            producer = self._producers.pop(tp, None)
-            if producer is not None:
-                await _stop_quietly(producer)
+            if (producer := self._producers.pop(tp, None)) is not None:
+                stopping.append(_stop_quietly(producer))
+        await asyncio.gather(*stopping)  # at once: each may take its bound with the broker away
 
     async def close(self) -> None:
         """Stop every producer (the pipeline has committed what it could)."""

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable, Collection
 from typing import Any
 
 import httpx2
 import pytest
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
 from consumer.judge_server import JudgeServer
+from consumer.pipeline import Pipeline
 from tests.fakes.judge import ScriptedJudge
 from tests.integration.streams import (
     Topics,
     create_topics,
+    group_offsets,
     in_process_worker,
     produce,
     read_all,
@@ -48,6 +52,18 @@ async def _once_each(kafka: str, topics: Topics, expected: set[str]) -> dict[str
     return published
 
 
+async def _until_committed(kafka: str, topics: Topics, done: Callable[[dict[int, int]], bool],
+                           timeout_s: float = 60) -> dict[int, int]:
+    """Poll the group's committed offsets until ``done`` holds for them."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        committed, _ = await group_offsets(kafka, topics.group, topics.traces)
+        if done(committed):
+            return committed
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"committed offsets never got there: {committed}")
+
+
 async def test_a_producer_that_cannot_start_holds_its_partition_unready_then_recovers(
     kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], http: httpx2.AsyncClient,
     monkeypatch: pytest.MonkeyPatch,
@@ -75,8 +91,10 @@ async def test_a_producer_that_cannot_start_holds_its_partition_unready_then_rec
     monkeypatch.setattr(AIOKafkaProducer, "start", flaky_start)
     async with in_process_worker(env, monkeypatch):
         unready = await wait_status(http, f"http://127.0.0.1:{port}/readyz", 503, timeout_s=30,
-                                    containing="1 partition(s) cannot start")
-        assert "partition=1): KafkaConnectionError" in unready.text
+                                    containing="cannot start")
+        assert "1 partition(s) not started" in unready.text
+        assert "partition=1): cannot start its transactional producer: KafkaConnectionError" \
+            in unready.text
         await wait_status(http, f"http://127.0.0.1:{port}/readyz", 200, timeout_s=60)
         committed, ends = await wait_committed(kafka, topics.group, topics.traces, 60)
     assert failures == 3
@@ -96,10 +114,7 @@ async def test_a_fenced_producer_is_replaced_and_its_partition_starts_over(
     env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once")
 
     async with in_process_worker(env, monkeypatch):
-        committed: dict[int, int] = {}
-        while not all(committed.get(p, 0) > 20 for p in range(PARTITIONS)):
-            committed, _ = await wait_committed(kafka, topics.group, topics.traces, 0)
-            await asyncio.sleep(0.1)
+        await _until_committed(kafka, topics, lambda c: all(n > 20 for n in c.values()))
         # Another producer initialises partition 0's transactional id: the worker's is fenced.
         usurper = AIOKafkaProducer(bootstrap_servers=kafka,
                                    transactional_id=f"{topics.group}.{topics.traces}.0")
@@ -153,3 +168,124 @@ async def test_a_zombie_commit_before_fencing_is_not_judged_again(
     assert committed == ends
     published = await _once_each(kafka, topics, set(scores))
     assert published["t-000000"][0]["verdict_id"] == "zombie-t-000000"
+
+
+async def test_a_producer_lost_before_the_first_commit_loses_no_record(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No committed offset yet: starting over means from the beginning, not from wherever
+    the consumer had fetched to."""
+    judge, server = fake_judge
+    judge.latency_s = 0.3
+    topics = Topics.fresh("eos-lost-first")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    values, scores, _ = scored_stream(90, empty_every=10**6)
+    await produce(kafka, topics.traces, values)
+    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once")
+    target = f"{topics.group}.{topics.traces}.0"
+    start = AIOKafkaProducer.start
+    fences: list[asyncio.Task[None]] = []
+
+    async def fence_soon() -> None:
+        await asyncio.sleep(0.1)  # handed over and fetched, nothing committed yet
+        usurper = AIOKafkaProducer(bootstrap_servers=kafka, transactional_id=target)
+        await start(usurper)
+        await usurper.stop()
+
+    async def start_then_fenced(producer: AIOKafkaProducer) -> None:
+        await start(producer)
+        if _transactional_id(producer) == target and not fences:
+            fences.append(asyncio.create_task(fence_soon()))
+
+    monkeypatch.setattr(AIOKafkaProducer, "start", start_then_fenced)
+    async with in_process_worker(env, monkeypatch):
+        committed, ends = await wait_committed(kafka, topics.group, topics.traces, 60)
+    await asyncio.gather(*fences)
+    assert committed == ends
+    await _once_each(kafka, topics, set(scores))
+
+
+async def test_producers_lost_inside_a_revoke_are_not_taken_back(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], http: httpx2.AsyncClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every producer is fenced just before a rebalance's revoke commits: the revoked
+    partitions must stay with their new owner (no restart, no stale state, still ready)."""
+    judge, server = fake_judge
+    judge.latency_s = 0.05
+    topics = Topics.fresh("eos-lost-revoke")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    values, scores, _ = scored_stream(600)
+    await produce(kafka, topics.traces, values)
+    port = free_port()
+    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once",
+                     HEALTH_PORT=str(port))
+    armed = asyncio.Event()
+    revoke = Pipeline.on_partitions_revoked
+
+    async def fenced_then_revoke(pipeline: Pipeline, revoked: Collection[Any]) -> None:
+        if armed.is_set() and revoked:
+            armed.clear()
+            for p in range(PARTITIONS):
+                usurper = AIOKafkaProducer(bootstrap_servers=kafka,
+                                           transactional_id=f"{topics.group}.{topics.traces}.{p}")
+                await usurper.start()
+                await usurper.stop()
+        await revoke(pipeline, revoked)
+
+    monkeypatch.setattr(Pipeline, "on_partitions_revoked", fenced_then_revoke)
+    async with in_process_worker(env, monkeypatch) as worker:
+        await _until_committed(kafka, topics, lambda c: all(n > 10 for n in c.values()))
+        armed.set()
+        other = AIOKafkaConsumer(topics.traces, bootstrap_servers=kafka, group_id=topics.group,
+                                 enable_auto_commit=False, isolation_level="read_committed")
+        await other.start()
+        try:
+            while not other.assignment():
+                await other.getmany(timeout_ms=200)
+            other.pause(*other.assignment())  # it holds its partitions and reads nothing
+            await wait_status(http, f"http://127.0.0.1:{port}/readyz", 200, timeout_s=30)
+            for _ in range(15):  # 3 s with the partitions held elsewhere
+                await other.getmany(timeout_ms=200)
+            ready = await http.get(f"http://127.0.0.1:{port}/readyz")
+            assert ready.status_code == 200, ready.text
+            assert not worker.done()
+        finally:
+            await other.stop()
+        committed, ends = await wait_committed(kafka, topics.group, topics.traces, 90)
+    assert committed == ends
+    await _once_each(kafka, topics, set(scores))
+
+
+async def test_a_producer_start_that_hangs_holds_only_its_partition(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], http: httpx2.AsyncClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiokafka's start waits for a transaction coordinator that cannot be found: the other
+    partitions go on, the worker says why it is unready, and a stop is not held up."""
+    _, server = fake_judge
+    topics = Topics.fresh("eos-start-hangs")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    values, _, _ = scored_stream(60)
+    await produce(kafka, topics.traces, values)
+    port = free_port()
+    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once",
+                     HEALTH_PORT=str(port))
+    start = AIOKafkaProducer.start
+    hung = f"{topics.group}.{topics.traces}.0"
+
+    async def hanging_start(producer: AIOKafkaProducer) -> None:
+        if _transactional_id(producer) == hung:
+            await asyncio.Event().wait()
+        await start(producer)
+
+    monkeypatch.setattr(AIOKafkaProducer, "start", hanging_start)
+    async with in_process_worker(env, monkeypatch) as worker:
+        unready = await wait_status(http, f"http://127.0.0.1:{port}/readyz", 503,
+                                    timeout_s=30, containing="partition=0)")
+        assert "1 partition(s) not started" in unready.text
+        committed = await _until_committed(kafka, topics, lambda c: c[1] == c[2] == 20)
+        assert committed[0] == 0
+        stopping = time.monotonic()
+    assert worker.done()
+    assert time.monotonic() - stopping < 10, "the hung start held the stop up"

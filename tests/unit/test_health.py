@@ -81,7 +81,7 @@ def test_liveness(state: HealthState, alive: bool, detail: str) -> None:
         pytest.param(replace(HEALTHY, last_fetch_at=None, draining=True), False, "draining",
                      id="stopped-before-start"),
         pytest.param(replace(HEALTHY, waiting={"t-2": "KafkaConnectionError: x", "t-1": "y"}),
-                     False, "2 partition(s) cannot start, t-1: y", id="partitions-waiting"),
+                     False, "2 partition(s) not started, t-1: y", id="partitions-waiting"),
     ],
 )
 def test_readiness(state: HealthState, ready: bool, detail: str) -> None:
