@@ -212,7 +212,6 @@ class Pipeline:
         """Start fresh state and dispatch from here on; aiokafka forgets pauses on
         assignment, so re-pause if full (and resume one paused while it was handed over)."""
         for tp in assigned:
-            self._tracker.drop(tp)  # fresh: nothing of an earlier ownership carries over
             self._tracker.partition(tp)
         if assigned and self._paused:
             self._consumer.pause(*assigned)
