@@ -29,6 +29,7 @@ class CircuitBreaker:
         self._closed = asyncio.Event()
         self._closed.set()
         self._prober: asyncio.Task[None] | None = None
+        self.trips = 0  # times the circuit opened (an outage, not a trace, each time)
 
     @property
     def is_open(self) -> bool:
@@ -39,11 +40,13 @@ class CircuitBreaker:
         """Return once calls may flow."""
         await self._closed.wait()
 
-    def trip(self, reason: str) -> None:
-        """Open the circuit (idempotent) and start probing."""
+    def trip(self, reason: str, **details: object) -> None:
+        """Open the circuit (idempotent) and start probing; ``details`` (the status, the
+        parameter the endpoint named, its message) go on the one log line that says why."""
         if self._prober is not None and not self._prober.done():
             return
-        log.warning("judge_circuit_open", reason=reason)
+        self.trips += 1
+        log.warning("judge_circuit_open", reason=reason, **details)
         self._closed.clear()
         metrics.CIRCUIT_OPEN.set(1)
         self._prober = asyncio.create_task(self._probe_until_healthy(), name="judge-probe")

@@ -1,14 +1,20 @@
 """The judge: one OpenAI-compatible chat call per evaluation, within limits, with retries.
 
 Every attempt passes the circuit breaker, takes one of ``JUDGE_MAX_CONCURRENCY`` slots and
-acquires the rate limiter. Failures are sorted here, in one place, into:
+acquires the rate limiter. ``judge_failures.classify`` maps each failure to one action, and
+one question tells a trace's failure from an outage: does the judge answer others (a request
+sent after this failure succeeded, or else a probe worded exactly as the real calls)?
 
-- per-trace: refused, context too long, unparseable twice, or failing while the judge
-  answers others -> a result carrying a ``JudgeError`` (an ``error`` verdict);
+- reworded: the endpoint refused a part of the request (structured output, the token-limit
+  parameter, temperature): sent again in the next wording after the one that request used;
 - transient (429, 5xx, connection): retried with backoff, honouring Retry-After; a 429 is
   the account's, not the trace's, so it never becomes an ``error`` verdict;
-- outage (transient failures outlasting the retries with no sign of life, or auth/model
-  errors that would fail every trace) -> trip the breaker and raise ``JudgeUnavailable``.
+- refused (401, 403, 404, other 4xx), or transient past the retries: if the judge answers
+  others, one more try (an outage may just have ended), then the trace's ``error`` verdict
+  with the status and message;
+- the trace's own (context too long, a content filter, larger than the token limit): its
+  ``error`` verdict at once;
+- failing for everyone, by any road: trip the breaker and raise ``JudgeUnavailable``.
 """
 
 from __future__ import annotations
@@ -16,10 +22,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn, Protocol
 
-import aiohttp
 import openai
 import structlog
 from openai import AsyncOpenAI
@@ -27,22 +32,25 @@ from openai.types.chat import ChatCompletion
 
 from consumer.breaker import CircuitBreaker
 from consumer.errors import JudgeError, JudgeUnavailable
+from consumer.judge_failures import Action, Failure, classify
+from consumer.judge_shape import RequestShape, shape_for
 from consumer.prompt import (
-    ANSWER_JSON_SCHEMA,
     MAX_ANSWER_TOKENS,
     PROBE_MESSAGES,
     JudgeRequest,
+    estimate_tokens,
     parse_answer,
 )
-from consumer.ratelimit import JudgeLimiter
+from consumer.ratelimit import JudgeLimiter, Spend
 from schemas.judge import JudgeAnswer
 from schemas.verdict import Usage
 
 log = structlog.get_logger(__name__)
 
-RESPONSE_FORMATS: tuple[str, ...] = ("json_schema", "json_object", "text")
-MAX_RETRY_AFTER_S = 120.0
 PREFLIGHT_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 10.0
+# The probe's tokens as ``build_request`` counts a trace's: the prompt plus the answer budget.
+_PROBE_TOKENS = sum(estimate_tokens(m["content"]) for m in PROBE_MESSAGES) + MAX_ANSWER_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +79,6 @@ class Judge(Protocol):
     async def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Failure:
-    kind: str
-    message: str
-    transient: bool = False
-    outage: bool = False
-    retry_after_s: float | None = None
-    format_rejected: bool = False
-
-
 class OpenAIJudge:
     """A ``Judge`` over the openai SDK (its own retries off: ours go through the limiter)."""
 
@@ -105,7 +103,7 @@ class OpenAIJudge:
         self._max_attempts = max_attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
-        self._format_index = 0
+        self._shape = shape_for(model)
         self._last_success = 0.0
         self._last_probe = (0.0, False)
         self._probe_lock = asyncio.Lock()
@@ -128,40 +126,45 @@ class OpenAIJudge:
             latency_ms = round((time.monotonic() - started) * 1000)
             return JudgeResult(answer, error, spent if attempts else None, latency_ms, attempts)
 
+        if (too_large := self._too_large(request)) is not None:
+            return result(None, too_large)
         while True:
             await self.breaker.wait_closed()
+            shape = self._shape
             attempts += 1
             try:
-                response = await self._complete(request)
+                response = await self._complete(request, shape)
             except (openai.OpenAIError, ValueError) as exc:
-                failure = _classify(exc)
+                failure = classify(exc)
                 failed_at = time.monotonic()
-                if failure.format_rejected and self._downgrade_format():
-                    continue
-                if failure.outage:
-                    self._trip(failure)
-                if not failure.transient:
+                if failure.action is Action.RESHAPE:
+                    if self._reshape(shape, failure):
+                        continue  # the same request, reworded: never the trace's error
+                    failure = _as_refusal(failure)
+                if failure.action is Action.TRACE_ERROR:
                     return result(None, JudgeError(failure.kind, failure.message))
-                transient_failures += 1
-                if failure.retry_after_s is not None:
-                    self._limiter.hold(failure.retry_after_s)
-                if transient_failures < self._max_attempts and failure.kind != "judge_timeout":
-                    await asyncio.sleep(self._delay(transient_failures, failure.retry_after_s))
-                    continue
+                if failure.action is Action.RETRY:
+                    transient_failures += 1
+                    if failure.retry_after_s is not None:
+                        self._limiter.hold(failure.retry_after_s)
+                    if transient_failures < self._max_attempts and not failure.timed_out:
+                        await asyncio.sleep(self._delay(transient_failures, failure.retry_after_s))
+                        continue
+                # Past the retries, or refused: an outage unless the judge answers others.
                 if not await self._answered_since(failed_at):
                     self._trip(failure)
-                if failure.kind == "judge_rate_limited":
+                if failure.rate_limited:
                     # A rate limit belongs to the account, never to this trace: with the judge
                     # answering others, this trace just goes round again (behind the limiter).
                     transient_failures = 0
                     await asyncio.sleep(self._delay(self._max_attempts, failure.retry_after_s))
                     continue
-                if not confirmed and failure.kind != "judge_timeout":
+                if not confirmed and not failure.timed_out:
                     # The judge answers others now, but an outage may just have ended: one
                     # more try tells that apart from a failure of this very trace. (Not after
                     # a timeout: a second hang would hold a slot for another full timeout.)
                     confirmed = True
-                    transient_failures -= 1
+                    transient_failures = min(transient_failures, self._max_attempts - 1)
                     continue
                 return result(None, JudgeError(failure.kind, failure.message))
             else:
@@ -177,47 +180,63 @@ class OpenAIJudge:
                         continue
                     return result(None, error)
 
-    async def _complete(self, request: JudgeRequest) -> ChatCompletion:
+    def _too_large(self, request: JudgeRequest) -> JudgeError | None:
+        """An error if this request could never pass the tokens-per-minute limit."""
+        estimate = self._estimate(request.estimated_tokens, self._shape)
+        if self._limiter.fits(estimate):
+            return None
+        return JudgeError("request_too_large", (
+            f"about {estimate:,} tokens, more than JUDGE_TOKENS_PER_MINUTE "
+            f"({self._limiter.tokens_per_minute:,}) allows in a minute"))
+
+    async def _complete(self, request: JudgeRequest, shape: RequestShape) -> ChatCompletion:
         async with self._slots:
             if self.breaker.is_open:  # it opened while this call waited for a slot
                 raise JudgeUnavailable("judge_unavailable", "the judge is down; holding")
-            await self._limiter.acquire(request.estimated_tokens)
-            # The SDK's documented ``post`` rather than ``chat.completions.create``: create()
-            # walks its ~40 parameters, our messages and the JSON schema through the SDK's
-            # TypedDict transform on every call (~0.7 ms of CPU) for a body already in wire
-            # form. Same endpoint, response validation, exceptions and timeout.
-            body = {
-                "model": self.model,
-                "messages": request.messages,
-                "temperature": 0,
-                "max_tokens": MAX_ANSWER_TOKENS,
-                **self._response_format(),
-            }
+            spend = await self._limiter.acquire(self._estimate(request.estimated_tokens, shape))
             sent_at = time.monotonic()
-            response = await self._client.post(
-                "/chat/completions",
-                body=body,
-                cast_to=ChatCompletion,
-                options={"timeout": self._timeout_s},
-            )
+            body = shape.body(self.model, request.messages)
+            response = await self._post(body, self._timeout_s)
+        self._settle(spend, response)
         self._last_success = max(self._last_success, sent_at)
         return response
 
-    def _response_format(self) -> dict[str, Any]:
-        kind = RESPONSE_FORMATS[self._format_index]
-        if kind == "json_schema":
-            return {"response_format": {"type": "json_schema", "json_schema": ANSWER_JSON_SCHEMA}}
-        if kind == "json_object":
-            return {"response_format": {"type": "json_object"}}
-        return {}
+    async def _post(self, body: dict[str, Any], timeout_s: float) -> ChatCompletion:
+        # The SDK's documented ``post`` rather than ``chat.completions.create``: create()
+        # walks its ~40 parameters, our messages and the JSON schema through the SDK's
+        # TypedDict transform on every call (~0.7 ms of CPU) for a body already in wire
+        # form. Same endpoint, response validation, exceptions and timeout.
+        return await self._client.post(
+            "/chat/completions", body=body, cast_to=ChatCompletion, options={"timeout": timeout_s}
+        )
 
-    def _downgrade_format(self) -> bool:
-        """The endpoint rejected structured output: fall back once per level, for good."""
-        if self._format_index + 1 >= len(RESPONSE_FORMATS):
+    def _settle(self, spend: Spend | None, response: ChatCompletion) -> None:
+        """Correct the limiter's estimate to the tokens the judge reports it used."""
+        if response.usage is not None:
+            self._limiter.settle(spend, response.usage.total_tokens)
+
+    @staticmethod
+    def _estimate(request_tokens: int, shape: RequestShape) -> int:
+        """The limiter's count for one call: the prompt plus the answer budget it is sent
+        with (a reasoning model's budget is larger than ``MAX_ANSWER_TOKENS``)."""
+        return request_tokens - MAX_ANSWER_TOKENS + shape.answer_tokens
+
+    def _reshape(self, sent: RequestShape, failure: Failure) -> bool:
+        """Reword from the shape the refused request was sent in (not from whatever the
+        judge uses now: concurrent refusals of one wording must all move to the next one,
+        not skip past it). False when that shape has no other wording for this part."""
+        reworded = sent.without(failure.param or "")
+        if reworded is None:
             return False
-        self._format_index += 1
-        log.warning("judge_response_format_fallback", response_format=RESPONSE_FORMATS[
-            self._format_index])
+        shape = self._shape.merged(reworded)
+        if shape != self._shape:
+            self._shape = shape
+            log.warning(
+                "judge_request_reworded", refused=failure.param, message=failure.message,
+                response_format=shape.response_format,
+                token_limit=shape.token_limits[0] if shape.token_limits else None,
+                temperature=shape.temperature,
+            )
         return True
 
     def _delay(self, failures: int, retry_after_s: float | None) -> float:
@@ -226,8 +245,10 @@ class OpenAIJudge:
         ceiling = min(self._max_backoff_s, self._backoff_s * 2 ** (failures - 1))
         return random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not security
 
-    def _trip(self, failure: _Failure) -> NoReturn:
-        self.breaker.trip(f"{failure.kind}: {failure.message}")
+    def _trip(self, failure: Failure) -> NoReturn:
+        self.breaker.trip(
+            failure.kind, status=failure.status, param=failure.param, message=failure.message
+        )
         raise JudgeUnavailable(failure.kind, failure.message)
 
     async def _answered_since(self, since: float) -> bool:
@@ -253,7 +274,7 @@ class OpenAIJudge:
                 timeout=min(self._timeout_s, PREFLIGHT_TIMEOUT_S)
             )
         except (openai.OpenAIError, ValueError) as exc:
-            log.info("judge_preflight_failed", error=_classify(exc).kind)
+            log.info("judge_preflight_failed", error=classify(exc).kind)
             return
         listed = {model.id for model in page.data}
         if self.model in listed:
@@ -263,29 +284,38 @@ class OpenAIJudge:
             log.warning("judge_model_not_listed", model=self.model, listed=len(listed))
 
     async def probe(self) -> bool:
-        """A tiny request: does the judge answer at all?"""
-        try:
-            await self._limiter.acquire(50)
+        """A tiny request, worded as the real calls are (the same parameters, so a parameter
+        every call fails on fails the probe too): does the judge answer at all?"""
+        while True:
+            shape = self._shape
+            spend = await self._limiter.acquire(self._estimate(_PROBE_TOKENS, shape))
             sent_at = time.monotonic()
-            await self._client.chat.completions.create(
-                model=self.model,
-                messages=PROBE_MESSAGES,  # type: ignore[arg-type]
-                max_tokens=5,
-                timeout=min(self._timeout_s, 10.0),
-            )
-        except (openai.OpenAIError, ValueError) as exc:
-            log.info("judge_probe_failed", error=_classify(exc).kind)
-            ok = False
-        else:
-            ok = True
-            self._last_success = max(self._last_success, sent_at)
-        self._last_probe = (sent_at, ok)
-        return ok
+            try:
+                body = shape.body(self.model, PROBE_MESSAGES)
+                response = await self._post(body, min(self._timeout_s, PROBE_TIMEOUT_S))
+            except (openai.OpenAIError, ValueError) as exc:
+                failure = classify(exc)
+                if failure.action is Action.RESHAPE and self._reshape(shape, failure):
+                    continue
+                log.info("judge_probe_failed", error=failure.kind, status=failure.status)
+                ok = False
+            else:
+                ok = True
+                self._settle(spend, response)
+                self._last_success = max(self._last_success, sent_at)
+            self._last_probe = (sent_at, ok)
+            return ok
 
     async def close(self) -> None:
         """Stop probing and close the HTTP client."""
         await self.breaker.close()
         await self._client.close()
+
+
+def _as_refusal(failure: Failure) -> Failure:
+    """A refusal of a part the request's wording has no fallback for: decided like any
+    other refusal (the judge failing for everyone on it holds)."""
+    return replace(failure, action=Action.CHECK_OTHERS, kind=f"judge_http_{failure.status}")
 
 
 def _read_answer(response: Any) -> JudgeAnswer:
@@ -296,64 +326,6 @@ def _read_answer(response: Any) -> JudgeAnswer:
     if refusal or choice.finish_reason == "content_filter":
         raise JudgeError("refused", str(refusal or "the judge's content filter stopped it")[:300])
     return parse_answer(choice.message.content)
-
-
-def _classify(exc: openai.OpenAIError | ValueError) -> _Failure:
-    """Map the SDK's exceptions onto what the worker does about them."""
-    message = str(getattr(exc, "message", exc))[:300]
-    if isinstance(exc, openai.APITimeoutError) and (refused := _connection_failure(exc)):
-        return _Failure("judge_unreachable", str(refused)[:300], transient=True)
-    if isinstance(exc, openai.APITimeoutError):
-        return _Failure("judge_timeout", "the judge did not answer in time", transient=True)
-    if isinstance(exc, openai.APIConnectionError):
-        return _Failure("judge_unreachable", message, transient=True)
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        code = (exc.code or "").lower()
-        text = message.lower()
-        if status == 429 or status == 408 or status == 409 or status >= 500:
-            kind = "judge_rate_limited" if status == 429 else f"judge_http_{status}"
-            return _Failure(kind, message, transient=True, retry_after_s=_retry_after(exc))
-        if status in (401, 403, 404):
-            return _Failure(f"judge_http_{status}", message, outage=True)
-        if "context_length" in code or "context length" in text or "maximum context" in text:
-            return _Failure("context_too_long", message)
-        if exc.param == "response_format" or "response_format" in text or "json_schema" in text:
-            return _Failure("response_format_rejected", message, format_rejected=True)
-        if "content_filter" in code or "content_policy" in code or "content management" in text:
-            return _Failure("refused", message)
-        return _Failure(f"judge_http_{status}", message)
-    # Malformed bodies (APIResponseValidationError, or the SDK's bare JSONDecodeError).
-    return _Failure("judge_bad_response", message, transient=True)
-
-
-def _connection_failure(exc: openai.APITimeoutError) -> BaseException | None:
-    """The connection error behind a "timeout" that was none, if any.
-
-    The SDK's aiohttp transport maps every ``aiohttp.ClientConnectionError`` (refused,
-    reset, server disconnected) to ``httpx.ConnectTimeout``, so the SDK raises
-    ``APITimeoutError`` for them; only a real timeout in the cause chain makes it one.
-    """
-    cause = exc.__cause__
-    while cause is not None:
-        if isinstance(cause, TimeoutError):  # aiohttp's own timeouts are TimeoutErrors too
-            return None
-        if isinstance(cause, aiohttp.ClientConnectionError):
-            return cause
-        cause = cause.__cause__
-    return None
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    headers = exc.response.headers
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            return min(MAX_RETRY_AFTER_S, max(0.0, float(ms) / 1000))
-        if (seconds := headers.get("retry-after")) is not None:
-            return min(MAX_RETRY_AFTER_S, max(0.0, float(seconds)))
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
-    return None
 
 
 def build_judge(

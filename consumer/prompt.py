@@ -126,8 +126,16 @@ def build_request(trace: TraceEvent, limits: Limits) -> JudgeRequest:
     )
     user = USER_PREAMBLE + FENCE_OPEN + fence_data(payload) + FENCE_CLOSE
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
-    estimated = (len(SYSTEM_PROMPT) + len(user)) // CHARS_PER_TOKEN + MAX_ANSWER_TOKENS
+    estimated = estimate_tokens(SYSTEM_PROMPT) + estimate_tokens(user) + MAX_ANSWER_TOKENS
     return JudgeRequest(messages=messages, truncation=truncation, estimated_tokens=estimated)
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token count for the rate limiter: ASCII at ``CHARS_PER_TOKEN``
+    characters a token, any other character a token of its own. (Characters / 4 counted CJK
+    text 4-8 times too low; tokenizers spend about one token or more per such character.)"""
+    ascii_chars = len(text.encode("ascii", "ignore"))  # in C: no per-character Python loop
+    return ascii_chars // CHARS_PER_TOKEN + (len(text) - ascii_chars)
 
 
 def fence_data(payload: dict[str, Any]) -> str:
@@ -181,8 +189,9 @@ def parse_answer(text: str | None) -> JudgeAnswer:
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in error["loc"]) or "answer"
+        problem = error["msg"].removeprefix("Value error, ")
         raise JudgeError(
-            "unparseable_answer", f"the answer is not a valid verdict: {where}: {error['msg']}"
+            "unparseable_answer", f"the answer is not a valid verdict: {where}: {problem}"
         ) from exc
 
 

@@ -13,13 +13,17 @@ Put a marker in a trace's ``output`` and the judge behaves accordingly for that 
     [[delay=0.3]]                  answers 0.3 s late
     [[refuse]]                     a refusal: ``refusal`` set, ``content`` null
     [[context_length]]             400 ``context_length_exceeded``, as OpenAI sends it
+    [[too_large]]                  429 "Request too large ... tokens per min", as OpenAI sends it
 
 Markers combine (``[[fail=1 status=500]] [[score=2]]``). Attempts are counted per answer text.
 A request without a ``groundedness@v1`` data block is a health probe: ``{"ok": true}``.
 Knobs for every request, settable while serving (plain attribute stores are atomic):
-``latency_s``, ``outage`` (a status for everything, probes included), ``retry_after_s`` (a
-``Retry-After`` on outage and ``fail_every_nth`` answers), ``reject_json_schema`` and
-``fail_every_nth = (n, status)`` (every n-th scoring request fails). Every request is recorded.
+``latency_s``, ``outage`` (a status, or a whole ``Reply``, for everything, probes included),
+``retry_after_s`` (a ``Retry-After`` on outage and ``fail_every_nth`` answers),
+``reject_json_schema``, ``rejected_formats`` (``response_format`` types refused),
+``refused_params`` (request parameters the model refuses, with OpenAI's own error bodies: see
+``PARAM_REJECTIONS``) and ``fail_every_nth = (n, status)`` (every n-th scoring request fails).
+Every request is recorded.
 """
 
 from __future__ import annotations
@@ -45,9 +49,29 @@ CONTEXT_LENGTH_MESSAGE = (
     "This model's maximum context length is 128000 tokens. However, your messages resulted in "
     "131072 tokens. Please reduce the length of the messages."
 )
+REQUEST_TOO_LARGE = (
+    "Request too large for gpt-4o-mini in organization org-xxx on tokens per min (TPM): "
+    "Limit 200000, Requested 250000. The input or output tokens must be reduced in order to "
+    "run successfully."
+)
+# What OpenAI answers a model that does not take a parameter (reasoning models: max_tokens,
+# temperature other than 1), and what an older OpenAI-compatible server says of one it does
+# not know (max_completion_tokens): (message, code, param), all with HTTP 400.
+PARAM_REJECTIONS: dict[str, tuple[str, str | None, str | None]] = {
+    "max_tokens": (
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+        "'max_completion_tokens' instead.", "unsupported_parameter", "max_tokens"),
+    "temperature": (
+        "Unsupported value: 'temperature' does not support 0 with this model. Only the default "
+        "(1) value is supported.", "unsupported_value", "temperature"),
+    "max_completion_tokens": (
+        "Unrecognized request argument supplied: max_completion_tokens", None, None),
+}
 _ERRORS: dict[int, tuple[str, str, str | None]] = {
     400: ("invalid_request_error", "Invalid request.", None),
     401: ("invalid_request_error", "Incorrect API key provided: sk-***.", "invalid_api_key"),
+    403: ("request_forbidden", "Country, region, or territory not supported",
+          "unsupported_country_region_territory"),
     404: ("invalid_request_error", "The model does not exist.", "model_not_found"),
     429: ("requests", "Rate limit reached for requests. Please try again.", "rate_limit_exceeded"),
     503: ("server_error", "The engine is currently overloaded, please try again later.", None),
@@ -89,9 +113,11 @@ class ScriptedJudge:
 
     def __init__(self) -> None:
         self.latency_s = 0.0
-        self.outage: int | None = None
+        self.outage: int | Reply | None = None
         self.retry_after_s: float | None = None
         self.reject_json_schema = False
+        self.rejected_formats: frozenset[str] = frozenset()
+        self.refused_params: frozenset[str] = frozenset()
         self.fail_every_nth: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self._calls: list[Call] = []
@@ -115,10 +141,20 @@ class ScriptedJudge:
 
     def _decide(self, request: dict[str, Any], answer: str, format_type: str | None) -> Reply:
         retry_after = None if self.retry_after_s is None else f"{self.retry_after_s:g}"
+        if isinstance(self.outage, Reply):
+            return self.outage
         if self.outage is not None:
             return status_reply(self.outage, retry_after)
-        if self.reject_json_schema and format_type == "json_schema":
-            return error_reply(400, JSON_SCHEMA_REJECTED, param="response_format")
+        for param in PARAM_REJECTIONS:  # a model refuses a parameter whatever the prompt
+            sent = param in request and not (param == "temperature" and request[param] == 1)
+            if sent and param in self.refused_params:
+                message, code, named = PARAM_REJECTIONS[param]
+                return error_reply(400, message, code=code, param=named)
+        if format_type in self.rejected_formats or (
+            self.reject_json_schema and format_type == "json_schema"
+        ):
+            message = JSON_SCHEMA_REJECTED.replace("json_schema", str(format_type))
+            return error_reply(400, message, param="response_format")
         if answer == PROBE:
             return self._completion(request, '{"ok": true}')
         self._scoring_requests += 1
@@ -143,6 +179,8 @@ class ScriptedJudge:
         if "context_length" in found:
             code = "context_length_exceeded"
             return error_reply(400, CONTEXT_LENGTH_MESSAGE, code=code, param="messages")
+        if "too_large" in found:
+            return error_reply(429, REQUEST_TOO_LARGE, "tokens", "rate_limit_exceeded")
         score = int(found.get("score") or 5)
         claims = [] if score >= 4 else [_MARKER.sub("", answer).strip()]
         verdict = {

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from consumer.judge_server import JudgeServer
+from consumer.metrics import REGISTRY
 from tests.fakes.judge import ScriptedJudge
 from tests.integration.streams import (
     Topics,
@@ -40,11 +41,17 @@ async def wait_for(predicate: object, timeout_s: float) -> None:
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
+@pytest.mark.parametrize(
+    ("delivery", "status"),
+    [("at_least_once", 503), ("exactly_once", 503), ("at_least_once", 400)],
+    ids=["503-at-least-once", "503-exactly-once", "400-at-least-once"],
+)
 async def test_outage_holds_then_resumes_without_error_verdicts(
     kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
-    delivery: str,
+    delivery: str, status: int,
 ) -> None:
+    """Every call failing, probes included, is an outage: a 5xx, and a 4xx alike (a 400 for
+    every call is the judge failing for everyone, not every trace's fault)."""
     judge, server = fake_judge
     judge.latency_s = 0.02
     topics = Topics.fresh("outage")
@@ -56,10 +63,11 @@ async def test_outage_holds_then_resumes_without_error_verdicts(
     async with in_process_worker(worker_env(kafka, topics, server, DELIVERY=delivery),
                                  monkeypatch):
         await wait_for(lambda: judge.count() >= 60, timeout_s=30)
-        judge.outage = 503
+        judge.outage = status
         outage_started = time.monotonic()
         await asyncio.sleep(8.0)
         during = [c for c in judge.calls if c.at >= outage_started + 4.0]
+        circuit_open = REGISTRY.get_sample_value("groundedness_circuit_open")
         judge.outage = None
         resumed_at = time.monotonic()
         records = await read_all(kafka, topics.verdicts, at_least=count, timeout_s=90)
@@ -73,6 +81,7 @@ async def test_outage_holds_then_resumes_without_error_verdicts(
     # Once the circuit is open only probes reach the judge, at growing intervals.
     assert all(c.answer == "probe" for c in during), [c.answer for c in during][:5]
     assert 1 <= len(during) <= 4
+    assert circuit_open == 1
     assert recovered_s < 40
     committed, ends = await group_offsets(kafka, topics.group, topics.traces)
     assert committed == ends
@@ -106,20 +115,26 @@ async def test_every_seventh_call_429_still_gives_correct_verdicts(
         assert later[0] - call.at >= 0.19
 
 
+@pytest.mark.parametrize("status", [502, 403])
 async def test_per_trace_failure_while_healthy_is_an_error_verdict(
     kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    status: int,
 ) -> None:
+    """A 5xx or a refusal (a gateway's 403) for one trace while the judge answers others is
+    that trace's error verdict, and its partition's commit moves past it."""
     _, server = fake_judge
     topics = Topics.fresh("onebad")
     await create_topics(kafka, topics, partitions=1)
     values = [trace(f"ok{i}", f"fine {i} [[score=5]]") for i in range(30)]
-    values.insert(10, trace("bad", "always fails [[status=502]]"))
+    values.insert(10, trace("bad", f"always fails [[status={status}]]"))
     await produce(kafka, topics.traces, values)
     async with in_process_worker(worker_env(kafka, topics, server), monkeypatch):
         records = await read_all(kafka, topics.verdicts, at_least=31, timeout_s=60)
     verdicts = verdicts_by_trace(records)
     (bad,) = verdicts["bad"]
     assert bad["verdict"] == "error"
-    assert bad["error"]["type"] == "judge_http_502"
+    assert bad["error"]["type"] == f"judge_http_{status}"
     assert json.dumps(bad).count("sk-test") == 0
     assert all(v[0]["verdict"] == "pass" for k, v in verdicts.items() if k != "bad")
+    committed, ends = await group_offsets(kafka, topics.group, topics.traces)
+    assert committed == ends

@@ -128,7 +128,6 @@ async def test_garbage_then_valid_answer_passes() -> None:
         pytest.param(answer(refusal="I can't help with that."), "refused", id="refusal"),
         pytest.param(error(400, "This model's maximum context length is 128000 tokens",
                            code="context_length_exceeded"), "context_too_long", id="context"),
-        pytest.param(error(400, "bad", code="invalid_value"), "judge_http_400", id="bad-request"),
     ],
 )
 async def test_per_trace_refusals_are_errors_without_retry(
@@ -139,6 +138,54 @@ async def test_per_trace_refusals_are_errors_without_retry(
     assert result.error is not None
     assert result.error.kind == kind
     assert len(recorder.trace_calls) == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+async def test_a_4xx_for_one_trace_while_the_judge_answers_others_is_its_error(
+    status: int,
+) -> None:
+    def handler(body: dict[str, Any]) -> httpx2.Response:
+        if "Paris" in body["messages"][-1]["content"]:
+            return error(status, "refused", code="invalid_value")
+        return answer(5)  # the probe
+
+    recorder = Recorder(handler)
+    judge = make_judge(recorder)
+    result = await judge.judge(REQUEST)
+    assert result.error is not None
+    assert (result.error.kind, result.error.message) == (
+        f"judge_http_{status}", f"Error code: {status} - refused")
+    assert not judge.breaker.is_open
+    assert len(recorder.trace_calls) == 2  # once more after the probe answered
+
+
+async def test_a_bad_value_of_a_parameter_is_not_reworded_but_held() -> None:
+    """"Too large" names ``max_tokens`` too, but as a value: every call fails on it, so the
+    judge holds (one trace call, one probe), rather than rewording or failing traces."""
+    too_large = error(400, "max_tokens is too large: 5000. This model supports at most 4096 "
+                      "completion tokens, whereas you provided 5000.", code="invalid_value",
+                      param="max_tokens")
+    recorder = Recorder(lambda body: too_large)
+    judge = make_judge(recorder)
+    with pytest.raises(JudgeUnavailable):
+        await judge.judge(REQUEST)
+    assert judge.breaker.is_open
+    assert len(recorder.bodies) == 2
+    assert all("max_tokens" in body for body in recorder.bodies)
+    await judge.close()
+
+
+async def test_the_limiter_is_settled_with_the_usage_reported() -> None:
+    limiter = JudgeLimiter(None, 100_000)
+    client = AsyncOpenAI(
+        api_key="sk-test", base_url="http://judge.test/v1", max_retries=0,
+        http_client=httpx2.AsyncClient(
+            transport=httpx2.MockTransport(Recorder(lambda body: answer(5)))),
+    )
+    judge = OpenAIJudge(client, "judge-model", timeout_s=5, max_concurrency=4, limiter=limiter)
+    assert REQUEST.estimated_tokens > 120
+    await judge.judge(REQUEST)
+    assert limiter.tokens_in_window() == 120  # the usage the judge reported, not the estimate
 
 
 async def test_retry_after_is_honoured() -> None:

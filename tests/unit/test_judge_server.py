@@ -24,7 +24,7 @@ from openai.types.chat.completion_create_params import ResponseFormat
 
 from consumer.errors import JudgeError
 from consumer.judge import OpenAIJudge, build_judge
-from consumer.judge import _classify as classify
+from consumer.judge_failures import classify
 from consumer.judge_server import JudgeServer, Reply
 from consumer.prompt import ANSWER_JSON_SCHEMA, PROBE_MESSAGES, Limits, build_request, parse_answer
 from schemas.trace import TraceEvent
