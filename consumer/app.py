@@ -60,7 +60,8 @@ def make_evaluator(settings: Settings, judge: OpenAIJudge | None = None) -> Eval
         max_output_chars=settings.max_output_chars,
         context_field=settings.context_field,
     )
-    return Evaluator(judge or make_judge(settings), settings.threshold, limits)
+    return Evaluator(judge or make_judge(settings), settings.threshold, limits,
+                     secrets=settings.secrets())
 
 
 def max_in_flight(settings: Settings) -> int:

@@ -80,7 +80,8 @@ def _refuse_lone_surrogates(document: dict[str, Any]) -> None:
 def _first_problem(exc: ValidationError) -> str:
     error = exc.errors(include_url=False, include_input=False)[0]
     where = ".".join(str(part) for part in error["loc"]) or "value"
-    return f"{where}: {error['msg']} ({exc.error_count()} problem(s))"
+    message = error["msg"].removeprefix("Value error, ")  # our validators' own words
+    return f"{where}: {message} ({exc.error_count()} problem(s))"
 
 
 def _cut(text: str) -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from consumer.errors import JudgeUnavailable
 from consumer.judge import Judge, JudgeResult
 from consumer.prompt import Limits, build_request
+from consumer.redaction import known_secrets
 from consumer.verdicts import Context, errored, judged
 from schemas.trace import TraceEvent
 from schemas.verdict import Source, VerdictEvent
@@ -23,10 +25,13 @@ class Evaluation:
 class Evaluator:
     """Evaluates traces with one judge, threshold and set of limits."""
 
-    def __init__(self, judge: Judge, threshold: float, limits: Limits) -> None:
+    def __init__(
+        self, judge: Judge, threshold: float, limits: Limits, secrets: Iterable[str] = ()
+    ) -> None:
         self.judge = judge
         self.threshold = threshold
         self.limits = limits
+        self.secrets = known_secrets(secrets)  # never published: redacted from verdicts
 
     async def evaluate(self, trace: TraceEvent, source: Source | None = None) -> Evaluation:
         """Judge one trace, holding (not failing) while the judge is down for everyone."""
@@ -37,7 +42,8 @@ class Evaluator:
                 break
             except JudgeUnavailable:
                 continue  # the next call waits at the judge's circuit breaker
-        ctx = Context(self.judge.model, self.threshold, request.truncation, source)
+        ctx = Context(self.judge.model, self.threshold, request.truncation, source,
+                      self.secrets)
         if result.answer is not None:
             verdict = judged(trace, result.answer, result.usage, result.latency_ms, ctx)
         else:

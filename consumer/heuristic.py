@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from consumer.jsonl import numbered_lines, read_text
+
 # Support needed for raw scores 2, 3, 4, 5. Only the 3 cut (the pass cut at the demo
 # threshold 0.5) was tuned: it maximises balanced accuracy on the bundled sample over
 # PASS_CUT_GRID; the others are spaced around it by hand.
@@ -185,7 +187,7 @@ class Example:
 
 def load_examples(path: Path = DATASET) -> list[Example]:
     """The labelled JSONL sample (fields ``documents``, ``output``, ``label``)."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    rows = [json.loads(line) for _, line in numbered_lines(read_text(path))]
     return [Example(tuple(r["documents"]), r["output"], r["label"] == "grounded") for r in rows]
 
 

@@ -9,13 +9,14 @@ from typing import Any, TextIO, cast
 
 import structlog
 
-REDACTED = "[REDACTED]"
+from consumer.redaction import REDACTED, known_secrets, redact
+
 _SECRET_KEYS = ("api_key", "password", "secret", "authorization")
 
 
 def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None:
     """Route structlog and stdlib logging to stderr, one event a line."""
-    known = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+    known = known_secrets(secrets)
 
     def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         for key, value in event.items():
@@ -69,10 +70,7 @@ class _CurrentStderr:
 
 def _scrub(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, str):
-        for secret in secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        return value
+        return redact(value, secrets)
     if isinstance(value, BaseException):
         return _scrub(f"{type(value).__name__}: {value}", secrets)
     if isinstance(value, dict):

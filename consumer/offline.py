@@ -24,6 +24,7 @@ from consumer.calibration import Confusion, best_threshold, confusion, roc_auc
 from consumer.decode import decode_trace
 from consumer.errors import ConfigError, DecodeError
 from consumer.evaluate import Evaluation, Evaluator
+from consumer.jsonl import numbered_lines, read_text
 from consumer.progress import Reporter
 from consumer.settings import Settings
 from schemas.trace import TraceEvent
@@ -67,12 +68,10 @@ def read_traces(text: str) -> tuple[list[Numbered], list[str]]:
         whole = json.loads(text)
     except ValueError:
         whole = None
-    chunks = [(1, text)] if isinstance(whole, dict) else list(enumerate(text.splitlines(), 1))
+    chunks = [(1, text)] if isinstance(whole, dict) else numbered_lines(text)
     traces: list[Numbered] = []
     problems: list[str] = []
     for number, chunk in chunks:
-        if not chunk.strip():
-            continue
         try:
             traces.append(Numbered(number, decode_trace(chunk.encode("utf-8", "surrogatepass"))))
         except DecodeError as exc:
@@ -123,13 +122,11 @@ def read_dataset(path: Path) -> list[Labelled]:
     """Labelled JSON lines (``input``, ``documents``, ``output``, ``label``); one bad row refuses
     the file with its line number."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--dataset: cannot read {path}: {exc}") from exc
     rows: list[Labelled] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for number, line in numbered_lines(text):
         try:
             row = json.loads(line)
             if not isinstance(row, dict):

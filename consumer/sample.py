@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from consumer.app import create_producer
+from consumer.jsonl import numbered_lines, read_text
 from consumer.settings import Settings
 
 SAMPLE_PATH = Path(__file__).parent / "data" / "factcheck-gpt-sample.jsonl"
@@ -15,10 +16,8 @@ SAMPLE_PATH = Path(__file__).parent / "data" / "factcheck-gpt-sample.jsonl"
 
 def read_labelled(path: Path = SAMPLE_PATH) -> Iterator[dict[str, Any]]:
     """Rows of a labelled JSON-lines file (``input``, ``documents``, ``output``, ``label``)."""
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                yield json.loads(line)
+    for _, line in numbered_lines(read_text(path)):
+        yield json.loads(line)
 
 
 def as_trace(row: dict[str, Any]) -> dict[str, Any]:

@@ -4,8 +4,10 @@
 (idempotent producer, ``acks=all``): the caller may then mark the offset done.
 
 Dead letters keep the original value, key and headers, and add these headers:
-``dlq.reason`` (one line), ``dlq.source.topic``, ``dlq.source.partition``,
-``dlq.source.offset``, ``dlq.source.timestamp`` (ms) and ``dlq.worker`` (prompt version).
+``dlq.reason`` (one line, at most 300 characters), ``dlq.source.topic``,
+``dlq.source.partition``, ``dlq.source.offset``, ``dlq.source.timestamp`` (ms) and
+``dlq.worker`` (prompt version). What would not fit in one record is cut, and says so
+(``consumer/dead_letters.py``): a dead letter is never refused for its size.
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ from typing import Protocol
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from consumer.dead_letters import MAX_RECORD_BYTES, DeadLetterRecord, fit
 from consumer.errors import PublishError
 from consumer.prompt import PROMPT_VERSION
 from schemas.verdict import VerdictEvent
 
 Headers = Sequence[tuple[str, bytes]]
-# Kafka's default record limit is 1 MiB: an original above this is cut to leave room for
-# the DLQ headers (its original size is recorded).
-_DLQ_VALUE_LIMIT = 900_000
+MAX_REASON_CHARS = 300
 
 
 class Record(Protocol):
@@ -75,10 +76,10 @@ class KafkaVerdictSink:
 
     async def dead_letter(self, record: Record, reason: str) -> None:
         """Send the original bytes with the reason and source coordinates as headers."""
-        value, headers = dead_letter_message(record, reason)
+        key, value, headers = dead_letter_record(record, reason)
         try:
             delivery = await self._producer.send(
-                self._dlq_topic, value=value, key=record.key, headers=headers
+                self._dlq_topic, value=value, key=key, headers=headers
             )
             await delivery
         except KafkaError as exc:
@@ -86,23 +87,19 @@ class KafkaVerdictSink:
             raise PublishError(f"dead letter not acknowledged: {detail}") from exc
 
 
-def dead_letter_message(
-    record: Record, reason: str
-) -> tuple[bytes | None, list[tuple[str, bytes]]]:
-    """The dead letter's value and headers; an original too large to carry them is cut."""
-    headers = dead_letter_headers(record, reason)
-    value = record.value
-    if value is not None and len(value) > _DLQ_VALUE_LIMIT:
-        headers.append(("dlq.value_truncated", str(len(value)).encode()))
-        value = value[:_DLQ_VALUE_LIMIT]
-    return value, headers
+def dead_letter_record(record: Record, reason: str) -> DeadLetterRecord:
+    """The dead letter's key, value and headers, cut to fit one Kafka record."""
+    return fit(record.key, record.value, list(record.headers),
+               dead_letter_headers(record, reason), MAX_RECORD_BYTES)
 
 
 def dead_letter_headers(record: Record, reason: str) -> list[tuple[str, bytes]]:
-    """The original headers plus the reason and where the record came from."""
+    """The reason (one line) and where the record came from."""
+    line = " ".join(reason.splitlines())  # a header read as one line by every tool
+    if len(line) > MAX_REASON_CHARS:
+        line = line[: MAX_REASON_CHARS - 1] + "…"
     return [
-        *record.headers,
-        ("dlq.reason", reason.encode("utf-8", "replace")),
+        ("dlq.reason", line.encode("utf-8", "replace")),
         ("dlq.source.topic", record.topic.encode()),
         ("dlq.source.partition", str(record.partition).encode()),
         ("dlq.source.offset", str(record.offset).encode()),

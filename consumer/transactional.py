@@ -30,7 +30,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.producer.transaction_manager import TransactionState
 
 from consumer.errors import PublishError
-from consumer.sink import Record, dead_letter_message
+from consumer.sink import Record, dead_letter_record
 from schemas.verdict import VerdictEvent
 
 log = structlog.get_logger(__name__)
@@ -79,8 +79,8 @@ class TransactionalSink:
 
     async def dead_letter(self, record: Record, reason: str) -> None:
         """Hold the dead letter until its offset is committed (in the same transaction)."""
-        value, headers = dead_letter_message(record, reason)
-        outcome = _Outcome(self._dlq_topic, record.key, value, headers)
+        key, value, headers = dead_letter_record(record, reason)
+        outcome = _Outcome(self._dlq_topic, key, value, headers)
         self._hold(TopicPartition(record.topic, record.partition), record.offset, outcome)
 
     def _hold(self, tp: TopicPartition, offset: int, outcome: _Outcome) -> None:

@@ -1,4 +1,9 @@
-"""(trace, judge result) -> ``VerdictEvent``, with a deterministic id."""
+"""(trace, judge result) -> ``VerdictEvent``, with a deterministic id.
+
+What the judge wrote (its reason and claims, an error's message) can quote anything the
+endpoint saw, the request's credentials included: known secrets are redacted from it, as in
+the logs, and an error message is cut (the judge's answer is bounded by ``JudgeAnswer``).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,14 @@ from datetime import UTC, datetime
 
 from consumer.errors import JudgeError
 from consumer.prompt import PROMPT_VERSION, normalise_score
-from schemas.judge import JudgeAnswer
+from consumer.redaction import redact
+from schemas.judge import JudgeAnswer, cut
 from schemas.trace import TraceEvent
 from schemas.verdict import Source, Truncation, Usage, VerdictError, VerdictEvent
 
 # A fixed namespace: the same trace under the same prompt version always maps to one id.
 VERDICT_NAMESPACE = uuid.UUID("6f1c4c1e-8d1b-4b52-9a57-0c2a7e3f9b10")
+MAX_ERROR_MESSAGE_CHARS = 1_000
 
 
 def verdict_id(trace_id: str, prompt_version: str = PROMPT_VERSION) -> str:
@@ -29,6 +36,7 @@ class Context:
     threshold: float
     truncation: Truncation
     source: Source | None
+    secrets: tuple[str, ...] = ()  # known_secrets(...): redacted from what the judge wrote
 
 
 def judged(
@@ -45,8 +53,8 @@ def judged(
         score=score,
         raw_score=answer.score,
         threshold=ctx.threshold,
-        reason=answer.reason,
-        unsupported_claims=answer.unsupported_claims,
+        reason=redact(answer.reason, ctx.secrets),
+        unsupported_claims=[redact(claim, ctx.secrets) for claim in answer.unsupported_claims],
         error=None,
         truncation=ctx.truncation,
         usage=usage,
@@ -71,7 +79,10 @@ def errored(
         threshold=ctx.threshold,
         reason=None,
         unsupported_claims=[],
-        error=VerdictError(type=error.kind, message=error.message),
+        error=VerdictError(
+            type=error.kind,
+            message=cut(redact(error.message, ctx.secrets), MAX_ERROR_MESSAGE_CHARS),
+        ),
         truncation=ctx.truncation,
         usage=usage,
         latency_ms=latency_ms,

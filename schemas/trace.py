@@ -1,12 +1,65 @@
-"""The trace event an LLM application publishes on ``TRACES_TOPIC``."""
+"""The trace event an LLM application publishes on ``TRACES_TOPIC``.
+
+Optional fields the worker only carries are read in the JSON types producers use for them:
+an integer id (``project_id``, a document's ``id``) is kept as its decimal string, and an
+epoch number ``timestamp`` becomes an ISO 8601 UTC instant. Only a value with no such reading
+(a boolean, a list, an epoch outside years 1-9999) refuses the trace.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 1
+# Long enough for any real id (OTel 32 hex, UUIDs, composite ids); a longer one is a broken
+# producer, and it would ride on every verdict (a 1 MB id makes a verdict Kafka refuses).
+MAX_TRACE_ID_CHARS = 1024
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# An epoch number's unit, by magnitude: below 1e11 it is seconds (up to year 5138), then
+# milliseconds (from March 1973), microseconds, nanoseconds (OTel's unit). A milliseconds
+# value before March 1973 is read as seconds: no real trace is that old.
+_EPOCH_UNITS = ((10**11, 1), (10**14, 10**3), (10**17, 10**6))
+_NANOSECONDS = 10**9
+
+
+def _integer_id(value: Any) -> Any:
+    """An integer id as its decimal string; anything else is left to the string check."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def _epoch_instant(value: Any) -> Any:
+    """An epoch number (seconds, ms, us or ns, told apart by magnitude) as an ISO 8601 UTC
+    instant; strings are kept as sent, anything else is left to the string check."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    magnitude = abs(value)
+    per_second = next((unit for bound, unit in _EPOCH_UNITS if magnitude < bound), _NANOSECONDS)
+    try:
+        if isinstance(value, int):  # exact: no float rounding of a nanosecond count
+            seconds, rest = divmod(value, per_second)
+            instant = _EPOCH + timedelta(seconds=seconds,
+                                         microseconds=rest * 1_000_000 // per_second)
+        elif math.isfinite(value):
+            instant = _EPOCH + timedelta(seconds=value / per_second)
+        else:
+            raise OverflowError
+    except OverflowError:
+        raise ValueError(f"epoch number out of range: {value!r}"[:80]) from None
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+IntegerId = Annotated[
+    str | None, BeforeValidator(_integer_id, json_schema_input_type=str | int | None)
+]
+EpochOrText = Annotated[
+    str | None, BeforeValidator(_epoch_instant, json_schema_input_type=str | float | None)
+]
 
 
 class Document(BaseModel):
@@ -15,7 +68,7 @@ class Document(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     content: str
-    id: str | None = None
+    id: IntegerId = None
     metadata: dict[str, Any] | None = None
 
 
@@ -24,13 +77,18 @@ class TraceEvent(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True, title="TraceEvent")
 
-    trace_id: str = Field(min_length=1, description="Non-empty id of the trace.")
+    trace_id: str = Field(
+        min_length=1, max_length=MAX_TRACE_ID_CHARS,
+        description=f"Non-empty id of the trace, at most {MAX_TRACE_ID_CHARS} characters.",
+    )
     output: str | None = Field(default=None, description="The answer to judge.")
     input: str | None = Field(default=None, description="The user's request or task.")
     retrieved_documents: list[Document] | None = None
     expected_output: str | None = None
-    project_id: str | None = None
-    timestamp: str | None = None
+    project_id: IntegerId = None
+    timestamp: EpochOrText = Field(
+        default=None, description="An ISO 8601 instant, or epoch s / ms / us / ns (a number)."
+    )
     metadata: dict[str, Any] | None = None
     schema_version: int | None = None
 

@@ -30,8 +30,12 @@ Decisions this corpus pins down (each is a case below):
   even in an unknown field); ``1e999`` parses to infinity and is accepted where the number
   is ignored (``metadata``, unknown fields) but refused where a number is read
   (``schema_version``); the literals ``NaN``/``Infinity`` are not JSON and are refused.
-- A 10,000-character ``trace_id`` is accepted and judged: the verdict id and Kafka key are a
-  UUIDv5 of it, so the key stays 36 bytes; the id itself is carried on the verdict.
+- A ``trace_id`` of up to 1,024 characters is accepted and judged: the verdict id and Kafka
+  key are a UUIDv5 of it, so the key stays 36 bytes; the id itself is carried on the verdict.
+  A longer one is refused (a 1 MB id would make a verdict too large for the broker).
+- Optional fields the worker only carries accept the JSON types producers use: an integer
+  ``project_id`` or document ``id`` (kept as a string), an epoch-number ``timestamp`` (s, ms,
+  us or ns by magnitude); a boolean there is refused.
 - ``has_output`` strips what Python calls whitespace: an output of U+3000, U+00A0, U+2028,
   U+0085 or 0x1C-0x1F only is skipped, but zero-width characters (U+200B, U+2060, U+FEFF)
   are not whitespace (Unicode White_Space=No), so an output of only those is judged. The
@@ -218,6 +222,28 @@ def _types() -> list[Case]:
             trace_id={"id": "t"}, output="x"),
         bad("trace-id-ideographic-space", "trace_id is blank", trace_id="\u3000\u00a0",
             output="x"),
+        bad("timestamp-bool", "timestamp: Input should be a valid string", trace_id=tid,
+            output="x", timestamp=True),
+        bad("timestamp-past-year-9999", "timestamp: epoch number out of range", trace_id=tid,
+            output="x", timestamp=10**21),
+        bad("document-id-bool", "retrieved_documents.0.id: Input should be a valid string",
+            trace_id=tid, output="x", retrieved_documents=[{"content": "a", "id": False}]),
+    ]
+
+
+def _optional_types() -> list[Case]:
+    """Optional fields in the JSON types producers use for them: judged, not dead-lettered."""
+    def judged(trace_id: str, **fields: Any) -> Case:
+        return Case(trace_id, as_json(trace_id=trace_id, output="x", **fields),
+                    trace_id.encode(), Judged(trace_id, truncation=_cut(
+                        len(fields.get("retrieved_documents", [])))))
+
+    return [
+        judged("timestamp-epoch-seconds", timestamp=1714565400),
+        judged("timestamp-epoch-milliseconds", timestamp=1714565400123),
+        judged("timestamp-epoch-nanoseconds", timestamp=1714565400123456789),
+        judged("project-id-integer", project_id=42),
+        judged("document-id-integer", retrieved_documents=[{"content": "a", "id": 1001}]),
     ]
 
 
@@ -261,8 +287,12 @@ def _sizes() -> list[Case]:
              b"backticks", Judged("backticks", truncation=_cut(0, output_chars_cut=26_000))),
         Case("astral-plane-answer", as_json(False, trace_id="emoji", output=emoji), b"emoji",
              Judged("emoji", truncation=_cut(0, output_chars_cut=len(emoji) - 4000))),
-        Case("trace-id-10000-chars", as_json(trace_id="L" * 10_000, output="x"), b"long-id",
-             Judged("L" * 10_000)),
+        Case("trace-id-1024-chars", as_json(trace_id="L" * 1024, output="x"), b"long-id",
+             Judged("L" * 1024)),
+        Case("trace-id-1025-chars", as_json(trace_id="M" * 1025, output="x"), b"too-long-id",
+             DeadLetter("trace_id: String should have at most 1024 characters")),
+        Case("trace-id-990kb", as_json(trace_id="N" * 990_000, output="x"), b"huge-id",
+             DeadLetter("trace_id: String should have at most 1024 characters")),
     ]
 
 
@@ -318,8 +348,8 @@ def _injection() -> list[Case]:
 
 def build_corpus() -> tuple[Case, ...]:
     """Every hostile case, ids unique."""
-    return (*_encoding(), *_syntax(), *_types(), *_numbers(), *_sizes(), *_unicode(),
-            *_injection())
+    return (*_encoding(), *_syntax(), *_types(), *_optional_types(), *_numbers(), *_sizes(),
+            *_unicode(), *_injection())
 
 
 CORPUS = build_corpus()

@@ -113,7 +113,7 @@ def check_verdicts(verdicts: dict[str, list[dict[str, Any]]],
     for case in SKIPPED:
         assert isinstance(case.expect, Skipped)
         assert case.expect.trace_id not in verdicts, f"{case.id}: an empty output was judged"
-    for record in records:  # the key is the UUIDv5 verdict id, even for a 10,000-char trace id
+    for record in records:  # the key is the UUIDv5 verdict id, even for a 1,024-char trace id
         assert record.key is not None
         assert len(record.key) == 36
         assert record.key == json.loads(record.value or b"{}")["verdict_id"].encode()

@@ -89,13 +89,45 @@ def test_one_pretty_printed_trace(
     assert (verdict["trace_id"], verdict["score"], verdict["verdict"]) == ("one", 0.5, "pass")
 
 
+def stdin(data: bytes) -> io.TextIOWrapper:
+    """A text stdin over ``data``, as the interpreter sets it up (universal newlines)."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+
+
 def test_stdin(
     env: Judge, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.StringIO(
-        '{"trace_id": "s1", "output": "x [[score=5]]"}\n{"trace_id": "s2", "output": "y"}\n'))
+    monkeypatch.setattr("sys.stdin", stdin(
+        b'{"trace_id": "s1", "output": "x [[score=5]]"}\n{"trace_id": "s2", "output": "y"}\n'))
     assert main(["check", "-"]) == 0
     assert [v["trace_id"] for v in verdict_lines(capsys.readouterr().out)] == ["s1", "s2"]
+
+
+# Raw in a JSON line, these are data (in strings) or whitespace (a CR between tokens); Python's
+# str.splitlines and universal newlines would break the line at each of them.
+BREAKING_LINE = ('{"trace_id": "%s", "output": "One\u2028line\u0085really\u2029. [[score=4]]",'
+                 '\r"retrieved_documents": ["a\u2028b"]}')
+
+
+@pytest.mark.parametrize("source", [pytest.param("file", id="file"),
+                                    pytest.param("stdin", id="stdin")])
+def test_a_line_is_split_on_newline_only(
+    env: Judge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], source: str,
+) -> None:
+    data = "\r\n".join(BREAKING_LINE % trace_id for trace_id in ("u1", "u2")).encode()
+    path = tmp_path / "breaks.jsonl"
+    path.write_bytes(data)
+    if source == "stdin":
+        monkeypatch.setattr("sys.stdin", stdin(data))
+
+    code = main(["check", str(path) if source == "file" else "-"])
+
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    verdicts = verdict_lines(captured.out)
+    assert [(v["trace_id"], v["verdict"]) for v in verdicts] == [("u1", "pass"), ("u2", "pass")]
+    assert code == 0
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import pytest
 
 from consumer.decode import decode_trace
 from consumer.errors import DecodeError
+from schemas.trace import MAX_TRACE_ID_CHARS
 
 
 def test_minimal_trace_decodes() -> None:
@@ -82,3 +83,109 @@ def test_nul_and_bidi_characters_survive_as_data() -> None:
     trace = decode_trace(json.dumps({"trace_id": "t", "output": "a\u0000b\u202ec"}).encode())
     assert trace.output == "a\u0000b\u202ec"
     assert trace.has_output
+
+
+# -- optional fields in other JSON types (issue 10) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "instant"),
+    [
+        pytest.param(1714565400, "2024-05-01T12:10:00Z", id="epoch-seconds"),
+        pytest.param(1714565400.25, "2024-05-01T12:10:00.250000Z", id="epoch-seconds-float"),
+        pytest.param(1714565400123, "2024-05-01T12:10:00.123000Z", id="epoch-milliseconds"),
+        pytest.param(1714565400123456, "2024-05-01T12:10:00.123456Z", id="epoch-microseconds"),
+        pytest.param(1714565400123456789, "2024-05-01T12:10:00.123456Z",
+                     id="epoch-nanoseconds"),
+        pytest.param(0, "1970-01-01T00:00:00Z", id="epoch-zero"),
+        pytest.param(-86400, "1969-12-31T00:00:00Z", id="before-1970"),
+        pytest.param(99_999_999_999, "5138-11-16T09:46:39Z", id="largest-seconds"),
+        pytest.param(100_000_000_000, "1973-03-03T09:46:40Z", id="smallest-milliseconds"),
+        pytest.param("2024-05-01T12:10:00Z", "2024-05-01T12:10:00Z", id="iso-string-kept"),
+        pytest.param("yesterday", "yesterday", id="any-string-kept"),
+    ],
+)
+def test_epoch_number_timestamps_are_instants(timestamp: object, instant: str) -> None:
+    value = {"trace_id": "t", "output": "x", "timestamp": timestamp}
+    assert decode_trace(json.dumps(value).encode()).timestamp == instant
+
+
+@pytest.mark.parametrize(
+    ("fields", "project_id", "document_id"),
+    [
+        pytest.param({"project_id": 42}, "42", None, id="numeric-project-id"),
+        pytest.param({"project_id": -7}, "-7", None, id="negative-project-id"),
+        pytest.param({"retrieved_documents": [{"content": "a", "id": 1001}]}, None, "1001",
+                     id="numeric-document-id"),
+        pytest.param({"retrieved_documents": [{"content": "a", "id": 2**70}]}, None,
+                     str(2**70), id="document-id-beyond-64-bits"),
+        pytest.param({"project_id": "p-1", "retrieved_documents": [{"content": "a",
+                                                                     "id": "d-1"}]},
+                     "p-1", "d-1", id="string-ids-unchanged"),
+    ],
+)
+def test_integer_ids_are_read_as_strings(
+    fields: dict[str, object], project_id: str | None, document_id: str | None
+) -> None:
+    trace = decode_trace(json.dumps({"trace_id": "t", "output": "x", **fields}).encode())
+    assert trace.project_id == project_id
+    if document_id is not None:
+        assert trace.retrieved_documents is not None
+        assert trace.retrieved_documents[0].id == document_id
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        pytest.param({"timestamp": True}, "timestamp: Input should be a valid string",
+                     id="timestamp-bool"),
+        pytest.param({"timestamp": [1]}, "timestamp: Input should be a valid string",
+                     id="timestamp-list"),
+        pytest.param({"timestamp": 10**21}, "timestamp: epoch number out of range",
+                     id="timestamp-past-year-9999"),
+        pytest.param({"timestamp": -(10**21)}, "timestamp: epoch number out of range",
+                     id="timestamp-before-year-1"),
+        pytest.param({"project_id": True}, "project_id: Input should be a valid string",
+                     id="project-id-bool"),
+        pytest.param({"project_id": 4.5}, "project_id: Input should be a valid string",
+                     id="project-id-float"),
+        pytest.param({"retrieved_documents": [{"content": "a", "id": {"n": 1}}]},
+                     "retrieved_documents.0.id: Input should be a valid string",
+                     id="document-id-object"),
+    ],
+)
+def test_optional_fields_without_a_reading_are_refused(
+    fields: dict[str, object], reason: str
+) -> None:
+    with pytest.raises(DecodeError) as caught:
+        decode_trace(json.dumps({"trace_id": "t", "output": "x", **fields}).encode())
+    assert reason in caught.value.reason
+
+
+def test_timestamp_of_infinity_is_refused() -> None:
+    with pytest.raises(DecodeError) as caught:
+        decode_trace(b'{"trace_id": "t", "output": "x", "timestamp": 1e999}')
+    assert "timestamp: epoch number out of range" in caught.value.reason
+
+
+# -- trace_id bound (issue 13) ----------------------------------------------------------------
+
+
+def test_trace_id_up_to_the_limit_decodes() -> None:
+    trace_id = "\U0001f600" * MAX_TRACE_ID_CHARS  # the limit counts characters, not bytes
+    value = json.dumps({"trace_id": trace_id, "output": "x"}).encode()
+    assert decode_trace(value).trace_id == trace_id
+
+
+@pytest.mark.parametrize(
+    "length", [pytest.param(MAX_TRACE_ID_CHARS + 1, id="one-over"),
+               pytest.param(1_000_000, id="one-million")],
+)
+def test_trace_id_over_the_limit_is_refused(length: int) -> None:
+    value = json.dumps({"trace_id": "x" * length, "output": "x"}).encode()
+    with pytest.raises(DecodeError) as caught:
+        decode_trace(value)
+    assert caught.value.reason == (
+        f"not a trace event: trace_id: String should have at most {MAX_TRACE_ID_CHARS} "
+        "characters (1 problem(s))"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from consumer.errors import JudgeError
@@ -15,6 +17,7 @@ from consumer.prompt import (
     parse_answer,
     read_data,
 )
+from schemas.judge import MAX_CLAIM_CHARS, MAX_CLAIMS, MAX_REASON_CHARS
 from schemas.trace import TraceEvent
 
 
@@ -113,6 +116,8 @@ def test_token_estimate_grows_with_the_data() -> None:
         pytest.param('Here: {"score": 5.0, "reason": "r"}', 5, [], id="prose-and-float"),
         pytest.param('{"score": "3", "reason": "r", "unsupported_claims": []}', 3, [],
                      id="numeric-string"),
+        pytest.param('{"score": 1.0, "reason": "r"}', 1, [], id="whole-float-one"),
+        pytest.param('{"score": 4e0, "reason": "r"}', 4, [], id="whole-float-exponent"),
     ],
 )
 def test_answers_parse(text: str, score: int, claims: list[str]) -> None:
@@ -132,6 +137,20 @@ def test_answers_parse(text: str, score: int, claims: list[str]) -> None:
         pytest.param('{"score": 3}', id="no-reason"),
         pytest.param('{"score": 3, "reason": "r"', id="truncated"),
         pytest.param('{"score": null, "reason": "r"}', id="null-score"),
+        pytest.param('{"score": true, "reason": "r"}', id="bool-true"),
+        pytest.param('{"score": false, "reason": "r"}', id="bool-false"),
+        pytest.param('{"score": 4.000001, "reason": "r"}', id="almost-whole"),
+        pytest.param('{"score": 1e999, "reason": "r"}', id="infinite"),
+        pytest.param('{"score": -1, "reason": "r"}', id="negative"),
+        pytest.param('{"score": 10000000000000000000001, "reason": "r"}', id="huge-integer"),
+        pytest.param('{"score": "4.0", "reason": "r"}', id="string-float"),
+        pytest.param('{"score": "true", "reason": "r"}', id="string-bool"),
+        pytest.param('{"score": " 4", "reason": "r"}', id="string-padded"),
+        pytest.param('{"score": "+4", "reason": "r"}', id="string-signed"),
+        pytest.param('{"score": "\u0664", "reason": "r"}', id="string-arabic-indic-four"),
+        pytest.param('{"score": "four", "reason": "r"}', id="string-word"),
+        pytest.param('{"score": [4], "reason": "r"}', id="list"),
+        pytest.param('{"score": {"value": 4}, "reason": "r"}', id="object"),
     ],
 )
 def test_garbage_answers_are_unparseable(text: str | None) -> None:
@@ -143,3 +162,32 @@ def test_garbage_answers_are_unparseable(text: str | None) -> None:
 @pytest.mark.parametrize(("raw", "score"), [(1, 0.0), (2, 0.25), (3, 0.5), (4, 0.75), (5, 1.0)])
 def test_scores_normalise_to_unit_range(raw: int, score: float) -> None:
     assert normalise_score(raw) == score
+
+
+def test_a_boolean_score_names_the_problem() -> None:
+    with pytest.raises(JudgeError) as caught:
+        parse_answer('{"score": true, "reason": "r"}')
+    assert caught.value.message == (
+        "the answer is not a valid verdict: score: score must be an integer 1-5, got a boolean"
+    )
+
+
+def test_an_overlong_answer_is_cut_to_fit_a_verdict() -> None:
+    """An endpoint that ignores max_tokens cannot make a verdict too large to publish."""
+    claims = [f"claim {i} " + "c" * 5000 for i in range(MAX_CLAIMS + 10)]
+    text = json.dumps({"score": 2, "reason": "r" * 100_000, "unsupported_claims": claims})
+    answer = parse_answer(text)
+    assert answer.score == 2
+    assert len(answer.reason) == MAX_REASON_CHARS
+    assert answer.reason.endswith("…")
+    assert len(answer.unsupported_claims) == MAX_CLAIMS
+    assert all(len(claim) == MAX_CLAIM_CHARS for claim in answer.unsupported_claims)
+    assert answer.unsupported_claims[3].startswith("claim 3 ccc")
+
+
+def test_an_answer_within_the_bounds_is_kept_whole() -> None:
+    claims = ["x" * MAX_CLAIM_CHARS] * MAX_CLAIMS
+    text = json.dumps({"score": 2, "reason": "r" * MAX_REASON_CHARS,
+                       "unsupported_claims": claims})
+    answer = parse_answer(text)
+    assert (answer.reason, answer.unsupported_claims) == ("r" * MAX_REASON_CHARS, claims)

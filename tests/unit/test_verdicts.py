@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from consumer.errors import JudgeError
-from consumer.verdicts import Context, errored, judged, verdict_id
+from consumer.prompt import parse_answer
+from consumer.verdicts import MAX_ERROR_MESSAGE_CHARS, Context, errored, judged, verdict_id
 from schemas.judge import JudgeAnswer
-from schemas.trace import TraceEvent
-from schemas.verdict import Source, Truncation, VerdictEvent
+from schemas.trace import MAX_TRACE_ID_CHARS, TraceEvent
+from schemas.verdict import Source, Truncation, Usage, VerdictEvent
 
 TRACE = TraceEvent(trace_id="trace-1", output="answer")
 SOURCE = Source(topic="llm-traces", partition=2, offset=41)
@@ -66,3 +69,41 @@ def test_verdict_id_is_deterministic_per_trace_and_prompt_version() -> None:
     first = judged(TRACE, JudgeAnswer(score=4, reason="a"), None, 1, ctx(0.5))
     again = errored(TRACE, JudgeError("x", "y"), None, 1, ctx(0.9))
     assert first.verdict_id == again.verdict_id == verdict_id("trace-1")
+
+
+def test_secrets_are_redacted_from_what_the_judge_wrote() -> None:
+    secret = "sk-live-0123456789abcdef"
+    context = Context("judge-model", 0.5, Truncation(), SOURCE, secrets=(secret,))
+    answer = JudgeAnswer(score=2, reason=f"saw {secret}", unsupported_claims=[secret, "ok"])
+    verdict = judged(TRACE, answer, None, 1, context)
+    assert (verdict.reason, verdict.unsupported_claims) == (
+        "saw [REDACTED]", ["[REDACTED]", "ok"])
+    error = errored(TRACE, JudgeError("judge_http_400", f"Bearer {secret[:10]}"), None, 1, context)
+    assert error.error is not None
+    assert error.error.message == "Bearer [REDACTED]"
+
+
+def test_a_long_error_message_is_cut() -> None:
+    verdict = errored(TRACE, JudgeError("judge_http_400", "m" * 100_000), None, 1, ctx(0.5))
+    assert verdict.error is not None
+    assert len(verdict.error.message) == MAX_ERROR_MESSAGE_CHARS
+    assert verdict.error.message.endswith("…")
+
+
+# Every character of text becomes at most six bytes of JSON (a control character: \u0000).
+WORST_CHAR = "\x00"
+
+
+def test_the_largest_possible_verdict_fits_a_kafka_record() -> None:
+    """The judge's text, the error message and the trace id are bounded, so a verdict is
+    always publishable (Kafka's default record limit is 1 MiB), whatever the judge returns."""
+    trace = TraceEvent(trace_id="\U0001f600" * MAX_TRACE_ID_CHARS, output="x")
+    huge = WORST_CHAR * 20_000  # each text is far over its bound (and 200 claims over theirs)
+    answer = parse_answer(json.dumps({"score": 1, "reason": huge,
+                                      "unsupported_claims": [huge] * 200}))
+    source = Source(topic="t" * 249, partition=2**31 - 1, offset=2**63 - 1)
+    context = Context("m" * 256, 0.5, Truncation(documents_cut=list(range(12))), source)
+    for verdict in (judged(trace, answer, Usage(), 2**31, context),
+                    errored(trace, JudgeError("judge_http_400", huge), None, 1, context)):
+        size = len(verdict.model_dump_json().encode("utf-8")) + len(verdict.verdict_id)
+        assert size < 512 * 1024, verdict.verdict

@@ -1,0 +1,27 @@
+"""JSON lines, split the way the format defines them: on ``\\n`` only (a ``\\r\\n`` ending is
+tolerated). Every reader of JSONL in the worker goes through here.
+
+``str.splitlines`` and Python's universal newlines also break on a lone ``\\r``, U+0085,
+U+2028, U+2029 and a few control characters. The first may stand raw between the tokens of a
+valid JSON line and the next three raw inside its strings, so they would cut one valid line
+into two invalid ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line) for every line that is not blank, ``\\r\\n`` tolerated."""
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            yield number, line
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 file's text as written: no newline translation (``Path.read_text`` turns a
+    lone ``\\r`` into ``\\n``)."""
+    return path.read_bytes().decode("utf-8")

@@ -1,0 +1,118 @@
+"""One trace -> one verdict through the real ``AsyncOpenAI`` client over a mock transport: a
+judge endpoint that echoes the request's credentials never gets them into a verdict."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx2
+import pytest
+from openai import AsyncOpenAI
+
+from consumer.app import make_evaluator
+from consumer.evaluate import Evaluator
+from consumer.judge import OpenAIJudge
+from consumer.prompt import Limits, read_data
+from consumer.ratelimit import JudgeLimiter
+from consumer.settings import load_settings
+from schemas.trace import TraceEvent
+from schemas.verdict import Source
+
+API_KEY = "sk-proj-EchoedBackKey0123456789abcdefXYZ"
+SASL_PASSWORD = "kafka-sasl-password-0123456789"
+TRACE = TraceEvent(trace_id="t-echo", output="Paris is the capital.",
+                   retrieved_documents=["Paris."])
+SOURCE = Source(topic="llm-traces", partition=0, offset=7)
+Handler = Callable[[httpx2.Request], httpx2.Response]
+
+
+def completion(content: str) -> httpx2.Response:
+    return httpx2.Response(200, json={
+        "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    })
+
+
+def is_probe(request: httpx2.Request) -> bool:
+    """A health probe (no trace data): the endpoint answers those, so it is up for others."""
+    try:
+        read_data(json.loads(request.content)["messages"])
+    except ValueError:
+        return True
+    return False
+
+
+def echo_error(padding: int) -> Handler:
+    """A 400 for the trace whose body quotes the Authorization header, after ``padding``
+    characters; probes are answered."""
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if is_probe(request):
+            return completion('{"ok": true}')
+        echoed = "x" * padding + request.headers["authorization"]
+        return httpx2.Response(400, json={"error": {"message": f"Bad header {echoed}",
+                                                    "type": "invalid_request_error"}})
+    return handler
+
+
+def echo_in_answer(request: httpx2.Request) -> httpx2.Response:
+    """A valid answer whose reason and claims quote the credentials."""
+    auth = request.headers["authorization"]
+    return completion(json.dumps({"score": 2, "reason": f"Request had {auth}.",
+                                  "unsupported_claims": [auth, f"pw {SASL_PASSWORD}"]}))
+
+
+def echo_judge(handler: Handler) -> OpenAIJudge:
+    client = AsyncOpenAI(
+        api_key=API_KEY, base_url="http://judge.test/v1", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    return OpenAIJudge(client, "judge-model", timeout_s=5.0, max_concurrency=2,
+                       limiter=JudgeLimiter(None, None), backoff_s=0.01, probe_delay_s=0.05)
+
+
+def assert_no_secret(published: str) -> None:
+    for secret in (API_KEY, SASL_PASSWORD):
+        assert secret[:8] not in published, published
+
+
+@pytest.mark.parametrize(
+    "padding",
+    [pytest.param(0, id="whole-key"),
+     # The judge cuts error messages to 300 characters: this puts the cut inside the key.
+     pytest.param(250, id="key-cut-by-the-message-limit")],
+)
+async def test_an_echoed_key_in_an_error_never_reaches_the_verdict(padding: int) -> None:
+    judge = echo_judge(echo_error(padding))
+    evaluator = Evaluator(judge, 0.5, Limits(), secrets=[API_KEY])
+    try:
+        evaluation = await evaluator.evaluate(TRACE, SOURCE)
+    finally:
+        await judge.close()
+    verdict = evaluation.verdict
+    assert verdict.verdict == "error"
+    assert verdict.error is not None
+    assert verdict.error.type == "judge_http_400"
+    assert "[REDACTED]" in verdict.error.message
+    assert evaluation.result.error is not None
+    assert API_KEY[:8] in evaluation.result.error.message, "the endpoint did echo it"
+    assert_no_secret(verdict.model_dump_json())  # what the sink publishes
+
+
+async def test_the_worker_wires_every_known_secret_into_its_verdicts() -> None:
+    """``make_evaluator`` (used by run, replay, check and eval) redacts the settings' secrets."""
+    settings = load_settings(openai_api_key=API_KEY, kafka_sasl_password=SASL_PASSWORD,
+                             min_acceptable_score=0.5)
+    judge = echo_judge(echo_in_answer)
+    evaluator = make_evaluator(settings, judge)
+    try:
+        evaluation = await evaluator.evaluate(TRACE, SOURCE)
+    finally:
+        await judge.close()
+    verdict = evaluation.verdict
+    assert verdict.verdict == "fail"
+    assert verdict.reason == "Request had Bearer [REDACTED]."
+    assert verdict.unsupported_claims == ["Bearer [REDACTED]", "pw [REDACTED]"]
+    assert_no_secret(verdict.model_dump_json())

@@ -1,0 +1,46 @@
+"""Known secrets are cut out of any text the worker writes: logs and verdicts alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.redaction import REDACTED, known_secrets, redact
+
+KEY = "sk-proj-Abc123Def456Ghi789"
+PASSWORD = "hunter2-very-secret"
+SECRETS = known_secrets([KEY, PASSWORD])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(f"Incorrect key: Bearer {KEY}.", f"Incorrect key: Bearer {REDACTED}.",
+                     id="whole-key"),
+        pytest.param(f"{KEY}{KEY} and {PASSWORD}", f"{REDACTED}{REDACTED} and {REDACTED}",
+                     id="repeated-and-both"),
+        pytest.param(f"cut at 300 chars: Bearer {KEY[:9]}", f"cut at 300 chars: Bearer {REDACTED}",
+                     id="key-cut-by-a-length-limit"),
+        pytest.param(f"ends with {PASSWORD[:4]}", f"ends with {REDACTED}",
+                     id="shortest-fragment-redacted"),
+        pytest.param(f"ends with {KEY[:3]}", f"ends with {KEY[:3]}", id="three-chars-kept"),
+        pytest.param(f"{KEY[:9]} in the middle", f"{KEY[:9]} in the middle",
+                     id="fragment-not-at-the-end"),
+        pytest.param("nothing secret here", "nothing secret here", id="clean"),
+        pytest.param("", "", id="empty"),
+    ],
+)
+def test_redact(text: str, expected: str) -> None:
+    assert redact(text, SECRETS) == expected
+
+
+def test_a_secret_inside_another_is_redacted_whole() -> None:
+    secrets = known_secrets(["abcd", "xxabcdxx"])
+    assert redact("key xxabcdxx, part abcd", secrets) == f"key {REDACTED}, part {REDACTED}"
+
+
+def test_known_secrets_drop_blanks_and_duplicates_longest_first() -> None:
+    assert known_secrets(["abcd", "", "abcdef", "abcd"]) == ("abcdef", "abcd")
+
+
+def test_no_secrets_leaves_text_alone() -> None:
+    assert redact(f"Bearer {KEY}", ()) == f"Bearer {KEY}"
