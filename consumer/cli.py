@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from consumer.errors import ConfigError
-from consumer.jsonl import read_text
+from consumer.jsonl import decode_text, read_text
 from consumer.logs import configure_logging
 from consumer.progress import interactive
 from consumer.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS
@@ -157,7 +157,7 @@ def _check(args: argparse.Namespace) -> int:
     settings = _settings()
     try:
         # As bytes: text-mode reads translate a lone \r, which may stand inside a JSON line.
-        text = (sys.stdin.buffer.read().decode("utf-8") if args.file == "-"
+        text = (decode_text(sys.stdin.buffer.read()) if args.file == "-"
                 else read_text(Path(args.file)))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"check: cannot read {args.file}: {exc}") from exc

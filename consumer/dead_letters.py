@@ -2,8 +2,8 @@
 
 A record that fit on the traces topic can outgrow the limit once the DLQ headers are added; a
 dead letter the producer refuses is retried for ever, and its partition stalls. So the size
-is planned here, counted as Kafka's record format v2 counts it (aiokafka's own estimate is
-what ``MAX_RECORD_BYTES`` is checked against before a send):
+is planned here with aiokafka's own estimate of a record's size (what the producer checks
+against ``MAX_RECORD_BYTES`` before a send) and its varint sizes:
 
 1. Our headers (the reason, the source coordinates) always go, with room kept for the markers
    of what was cut.
@@ -23,14 +23,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.util import size_of_varint
+
 Header = tuple[str, bytes]
 # aiokafka's producer refuses a record above its max_request_size (1 MiB by default); the
 # broker's default max.message.bytes is 12 bytes larger. A DLQ topic configured below 1 MiB
 # needs this lowered to match.
 MAX_RECORD_BYTES = 1_048_576
-# The record batch header (61) and the most a record's own framing can take (21), as aiokafka
-# adds them to its estimate.
-_FRAMING_BYTES = 61 + 21
+# What aiokafka's estimate adds to a record's key, value and headers: the batch header and
+# the most the record's own framing can take.
+_FRAMING_BYTES = (DefaultRecordBatchBuilder.estimate_size_in_bytes(None, None, [])
+                  - DefaultRecordBatchBuilder.size_of(None, None, []))
 _MARKERS = ("dlq.key_truncated", "dlq.value_truncated", "dlq.headers_dropped")
 _MARKER_VALUE_BYTES = 20  # a 64-bit count in decimal
 
@@ -81,15 +85,15 @@ def fit(
 
 def record_bytes(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
     """An upper bound of the record's size in a batch of its own (the producer's estimate)."""
-    return (_FRAMING_BYTES + _field_bytes(key) + _field_bytes(value)
-            + _varint_bytes(len(headers)) + sum(_header_bytes(h) for h in headers))
+    size: int = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, list(headers))
+    return size
 
 
 def _cut(data: bytes | None, room: int) -> bytes | None:
     """``data`` cut so its field takes at most ``room`` bytes (at least one: empty)."""
     if data is None or _field_bytes(data) <= room:
         return data
-    return data[: max(0, room - _varint_bytes(room))]
+    return data[: max(0, room - size_of_varint(room))]
 
 
 def _headers_within(headers: Sequence[Header], room: int) -> list[Header]:
@@ -110,10 +114,4 @@ def _header_bytes(header: Header) -> int:
 
 def _field_bytes(data: bytes | None) -> int:
     """A length-prefixed field: a varint length, then the bytes (null: the varint -1)."""
-    return 1 if data is None else _varint_bytes(len(data)) + len(data)
-
-
-def _varint_bytes(number: int) -> int:
-    """Bytes of a zigzag varint (Kafka's encoding of lengths and counts)."""
-    zigzag = (number << 1) ^ (number >> 63)
-    return max(1, (zigzag.bit_length() + 6) // 7)
+    return 1 if data is None else size_of_varint(len(data)) + len(data)

@@ -1,4 +1,12 @@
-"""Record bytes -> ``TraceEvent``; anything else raises ``DecodeError`` with a one-line reason."""
+"""Record bytes -> ``TraceEvent``; anything else raises ``DecodeError`` with a one-line reason.
+
+Only what the judging needs refuses a trace: ``trace_id``, ``output``, ``input``,
+``expected_output`` and the documents' ``content``. A field the worker only carries along
+(``project_id``, ``timestamp``, ``metadata``, ``schema_version``, a document's ``id`` or
+``metadata``) whose value has no reading (``"timestamp": true``, ``"metadata": ["a"]``, an id
+of ``1e30``, past the floats that hold an integer exactly) is dropped, with a debug log line
+``trace_field_dropped`` naming it, and the trace is judged.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +14,20 @@ import json
 import re
 from typing import Any
 
+import structlog
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from consumer.errors import DecodeError
 from schemas.trace import TraceEvent
 
-MAX_REASON_CHARS = 300
+MAX_DECODE_REASON_CHARS = 300
 _SURROGATE = re.compile("[\\ud800-\\udfff]")
+# Fields carried along, not read to judge: one without a reading is dropped, not refused.
+_CARRIED = frozenset({"project_id", "timestamp", "metadata", "schema_version"})
+_CARRIED_BY_DOCUMENTS = frozenset({"id", "metadata"})
+
+log = structlog.get_logger(__name__)
 
 
 def decode_trace(value: bytes | None) -> TraceEvent:
@@ -38,11 +53,41 @@ def decode_trace(value: bytes | None) -> TraceEvent:
     if "\\ud" in text.lower():
         _refuse_lone_surrogates(document)
     try:
-        return TraceEvent.model_validate(document)
-    except ValidationError as exc:
-        raise DecodeError(_cut(f"not a trace event: {_first_problem(exc)}")) from exc
+        return _validate(document)
     except RecursionError as exc:
         raise DecodeError("value is nested too deeply") from exc
+
+
+def _validate(document: dict[str, Any]) -> TraceEvent:
+    """The trace event, dropping carried-along fields that have no reading (once)."""
+    try:
+        return TraceEvent.model_validate(document)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        refusing = [error for error in errors if _carried(error["loc"]) is None]
+        if refusing:
+            raise DecodeError(_cut(f"not a trace event: {_problem(refusing)}")) from exc
+    for error in errors:
+        where = _carried(error["loc"]) or ()
+        holder: Any = document if len(where) == 1 else document[str(where[0])][where[1]]
+        if holder.pop(where[-1], None) is not None:
+            log.debug("trace_field_dropped", field=".".join(map(str, where)),
+                      problem=_cut(error["msg"].removeprefix("Value error, ")))
+    try:
+        return TraceEvent.model_validate(document)
+    except ValidationError as exc:  # not expected: what is left had no problem
+        problems = exc.errors(include_url=False, include_input=False)
+        raise DecodeError(_cut(f"not a trace event: {_problem(problems)}")) from exc
+
+
+def _carried(loc: tuple[int | str, ...]) -> tuple[int | str, ...] | None:
+    """Where a carried-along field is, if the problem at ``loc`` lies in one."""
+    if loc[:1] and loc[0] in _CARRIED:
+        return loc[:1]
+    if (len(loc) >= 3 and loc[0] == "retrieved_documents" and isinstance(loc[1], int)
+            and loc[2] in _CARRIED_BY_DOCUMENTS):
+        return loc[:3]
+    return None
 
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -77,12 +122,14 @@ def _refuse_lone_surrogates(document: dict[str, Any]) -> None:
             raise DecodeError("value holds a lone UTF-16 surrogate escape")
 
 
-def _first_problem(exc: ValidationError) -> str:
-    error = exc.errors(include_url=False, include_input=False)[0]
+def _problem(errors: list[ErrorDetails]) -> str:
+    """The first problem, and how many there are."""
+    error = errors[0]
     where = ".".join(str(part) for part in error["loc"]) or "value"
     message = error["msg"].removeprefix("Value error, ")  # our validators' own words
-    return f"{where}: {message} ({exc.error_count()} problem(s))"
+    return f"{where}: {message} ({len(errors)} problem(s))"
 
 
 def _cut(text: str) -> str:
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+    limit = MAX_DECODE_REASON_CHARS
+    return text if len(text) <= limit else text[: limit - 1] + "…"

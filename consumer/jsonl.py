@@ -1,5 +1,6 @@
 """JSON lines, split the way the format defines them: on ``\\n`` only (a ``\\r\\n`` ending is
-tolerated). Every reader of JSONL in the worker goes through here.
+tolerated), from UTF-8 with or without a byte-order mark. Every reader of JSONL in the worker
+goes through here.
 
 ``str.splitlines`` and Python's universal newlines also break on a lone ``\\r``, U+0085,
 U+2028, U+2029 and a few control characters. The first may stand raw between the tokens of a
@@ -24,4 +25,9 @@ def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
 def read_text(path: Path) -> str:
     """A UTF-8 file's text as written: no newline translation (``Path.read_text`` turns a
     lone ``\\r`` into ``\\n``)."""
-    return path.read_bytes().decode("utf-8")
+    return decode_text(path.read_bytes())
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 bytes as text, a leading byte-order mark dropped (Windows editors write one)."""
+    return data.decode("utf-8-sig")

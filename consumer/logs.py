@@ -18,7 +18,9 @@ def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None
     """Route structlog and stdlib logging to stderr, one event a line."""
     known = known_secrets(secrets)
 
-    def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    def redact_secrets(
+        _: Any, __: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
         for key, value in event.items():
             if any(part in key.lower() for part in _SECRET_KEYS):
                 event[key] = REDACTED
@@ -36,7 +38,7 @@ def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,
-        redact,
+        redact_secrets,
     ]
     numeric = logging.getLevelNamesMapping()[level.upper()]
     structlog.configure(

@@ -2,7 +2,9 @@
 lines and verdicts alike (pure).
 
 Texts are often cut to a length before they reach us (an error message to 300 characters),
-which can leave the head of a secret at the end: that fragment is redacted too.
+which can leave the head of a secret at the end: that fragment is redacted too, for secrets
+of 8 characters or more. A shorter secret (a SASL password ``admin``) is redacted only whole:
+its head is an ordinary word, and cutting every text that ends in it would eat log lines.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Iterable, Sequence
 REDACTED = "[REDACTED]"
 # A shorter head of a secret at the end of a text is left alone: "sk-" is every key's.
 MIN_FRAGMENT_CHARS = 4
+# Only a secret this long has its head at the end of a text redacted.
+MIN_FRAGMENTED_SECRET_CHARS = 8
 
 
 def known_secrets(values: Iterable[str | None]) -> tuple[str, ...]:
@@ -20,11 +24,14 @@ def known_secrets(values: Iterable[str | None]) -> tuple[str, ...]:
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret, and a secret's head ending the text, as ``[REDACTED]``."""
+    """``text`` with every secret, and a long secret's head ending the text, as
+    ``[REDACTED]``."""
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
     for secret in secrets:
+        if len(secret) < MIN_FRAGMENTED_SECRET_CHARS:
+            continue
         # Where the secret's first characters appear within its length of the end (found in
         # C: this runs on every log line), check whether the rest of the text is its head.
         head = secret[:MIN_FRAGMENT_CHARS]

@@ -24,7 +24,7 @@ from consumer.prompt import PROMPT_VERSION
 from schemas.verdict import VerdictEvent
 
 Headers = Sequence[tuple[str, bytes]]
-MAX_REASON_CHARS = 300
+MAX_DLQ_REASON_CHARS = 300
 
 
 class Record(Protocol):
@@ -96,8 +96,8 @@ def dead_letter_record(record: Record, reason: str) -> DeadLetterRecord:
 def dead_letter_headers(record: Record, reason: str) -> list[tuple[str, bytes]]:
     """The reason (one line) and where the record came from."""
     line = " ".join(reason.splitlines())  # a header read as one line by every tool
-    if len(line) > MAX_REASON_CHARS:
-        line = line[: MAX_REASON_CHARS - 1] + "…"
+    if len(line) > MAX_DLQ_REASON_CHARS:
+        line = line[: MAX_DLQ_REASON_CHARS - 1] + "…"
     return [
         ("dlq.reason", line.encode("utf-8", "replace")),
         ("dlq.source.topic", record.topic.encode()),

@@ -2,7 +2,10 @@
 
 What the judge wrote (its reason and claims, an error's message) can quote anything the
 endpoint saw, the request's credentials included: known secrets are redacted from it, as in
-the logs, and an error message is cut (the judge's answer is bounded by ``JudgeAnswer``).
+the logs. Then it is bounded (an endpoint that ignores ``max_tokens`` cannot make a verdict
+too large to publish): a text over its bound is cut, ending in "…", and claims past the count
+are dropped. Redaction comes first: a cut inside a secret would leave a head of it that no
+longer ends the text.
 """
 
 from __future__ import annotations
@@ -14,12 +17,17 @@ from datetime import UTC, datetime
 from consumer.errors import JudgeError
 from consumer.prompt import PROMPT_VERSION, normalise_score
 from consumer.redaction import redact
-from schemas.judge import JudgeAnswer, cut
+from schemas.judge import JudgeAnswer
 from schemas.trace import TraceEvent
 from schemas.verdict import Source, Truncation, Usage, VerdictError, VerdictEvent
 
 # A fixed namespace: the same trace under the same prompt version always maps to one id.
 VERDICT_NAMESPACE = uuid.UUID("6f1c4c1e-8d1b-4b52-9a57-0c2a7e3f9b10")
+# Far above what MAX_ANSWER_TOKENS (400) lets a judge write; at six bytes of JSON per
+# character (the worst escape) the bounded texts stay under 330 kB.
+MAX_VERDICT_REASON_CHARS = 2_000
+MAX_CLAIMS = 50
+MAX_CLAIM_CHARS = 1_000
 MAX_ERROR_MESSAGE_CHARS = 1_000
 
 
@@ -53,8 +61,9 @@ def judged(
         score=score,
         raw_score=answer.score,
         threshold=ctx.threshold,
-        reason=redact(answer.reason, ctx.secrets),
-        unsupported_claims=[redact(claim, ctx.secrets) for claim in answer.unsupported_claims],
+        reason=cut(redact(answer.reason, ctx.secrets), MAX_VERDICT_REASON_CHARS),
+        unsupported_claims=[cut(redact(claim, ctx.secrets), MAX_CLAIM_CHARS)
+                            for claim in answer.unsupported_claims[:MAX_CLAIMS]],
         error=None,
         truncation=ctx.truncation,
         usage=usage,
@@ -89,6 +98,11 @@ def errored(
         evaluated_at=_now(),
         source=ctx.source,
     )
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when anything was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _now() -> str:

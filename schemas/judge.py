@@ -5,9 +5,8 @@ as some serialisers do) or as a string of ASCII digits (``"4"``, as text-mode ju
 quote it). A boolean (``true`` would otherwise read as 1, a confident fail), a fraction, any
 other string and anything out of range make the answer unparseable.
 
-The texts are bounded: an endpoint that ignores ``max_tokens`` cannot make a verdict too large
-to publish. A reason or claim over its bound is cut (ending in "…"), claims past the count
-are dropped; the score still stands.
+The texts are kept as the judge wrote them: the verdict bounds them (``consumer.verdicts``),
+after redacting known secrets from them, so that a bound never cuts a secret in two.
 """
 
 from __future__ import annotations
@@ -19,11 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MIN_RAW_SCORE = 1
 MAX_RAW_SCORE = 5
-# Far above what MAX_ANSWER_TOKENS (400) lets a judge write; at six bytes of JSON per
-# character (the worst escape) the bounded answer stays under 330 kB.
-MAX_REASON_CHARS = 2_000
-MAX_CLAIMS = 50
-MAX_CLAIM_CHARS = 1_000
 SCORE_PROBLEM = f"score must be an integer {MIN_RAW_SCORE}-{MAX_RAW_SCORE}"
 
 
@@ -41,16 +35,6 @@ class JudgeAnswer(BaseModel):
     def _whole_number(cls, value: Any) -> Any:
         return whole_score(value)
 
-    @field_validator("reason")
-    @classmethod
-    def _bounded_reason(cls, value: str) -> str:
-        return cut(value, MAX_REASON_CHARS)
-
-    @field_validator("unsupported_claims")
-    @classmethod
-    def _bounded_claims(cls, value: list[str]) -> list[str]:
-        return [cut(claim, MAX_CLAIM_CHARS) for claim in value[:MAX_CLAIMS]]
-
 
 def whole_score(value: Any) -> Any:
     """The score as an int, or a ValueError naming what it is instead; range is checked
@@ -66,8 +50,3 @@ def whole_score(value: Any) -> Any:
             raise ValueError(f"{SCORE_PROBLEM}, got the string {value[:20]!r}")
         return int(value)
     return value
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, the last one an ellipsis when anything was cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"

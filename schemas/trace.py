@@ -1,9 +1,15 @@
 """The trace event an LLM application publishes on ``TRACES_TOPIC``.
 
-Optional fields the worker only carries are read in the JSON types producers use for them:
-an integer id (``project_id``, a document's ``id``) is kept as its decimal string, and an
-epoch number ``timestamp`` becomes an ISO 8601 UTC instant. Only a value with no such reading
-(a boolean, a list, an epoch outside years 1-9999) refuses the trace.
+Ids are read in the JSON types producers use for them: an integer ``trace_id`` (Datadog's
+64-bit ids), ``project_id`` or document ``id`` is kept as its decimal string; a whole float
+id (``12.0``) as the integer's, when within 2**53 (past it a float no longer holds every
+integer, so its digits are not the producer's id). An epoch number ``timestamp`` becomes an
+ISO 8601 UTC instant.
+
+A value with no such reading in a field the worker only carries along (a boolean
+``timestamp``, a list ``metadata``, an id of ``1e30``) is dropped by the decoder
+(``consumer.decode``); in a field read to judge (a boolean or float ``trace_id``, a number
+``output``) it refuses the trace.
 """
 
 from __future__ import annotations
@@ -12,7 +18,14 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+)
 
 SCHEMA_VERSION = 1
 # Long enough for any real id (OTel 32 hex, UUIDs, composite ids); a longer one is a broken
@@ -24,13 +37,25 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # value before March 1973 is read as seconds: no real trace is that old.
 _EPOCH_UNITS = ((10**11, 1), (10**14, 10**3), (10**17, 10**6))
 _NANOSECONDS = 10**9
+# Every integer up to this is exactly a float (a JSON producer in JavaScript writes ids so).
+_MAX_EXACT_FLOAT = 2**53
 
 
-def _integer_id(value: Any) -> Any:
-    """An integer id as its decimal string; anything else is left to the string check."""
+def _integer_trace_id(value: Any) -> Any:
+    """An integer trace id as its decimal string; anything else is left to the string check
+    (a float is not: ids past 2**53 would have lost digits)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return value
+
+
+def _integer_id(value: Any) -> Any:
+    """An integer id, or a float holding one exactly, as its decimal string; anything else
+    is left to the string check."""
+    if (isinstance(value, float) and value.is_integer()
+            and abs(value) <= _MAX_EXACT_FLOAT):
+        return str(int(value))
+    return _integer_trace_id(value)
 
 
 def _epoch_instant(value: Any) -> Any:
@@ -54,6 +79,13 @@ def _epoch_instant(value: Any) -> Any:
     return instant.isoformat().replace("+00:00", "Z")
 
 
+TraceId = Annotated[
+    str,
+    BeforeValidator(_integer_trace_id),
+    WithJsonSchema({"anyOf": [
+        {"type": "string", "minLength": 1, "maxLength": MAX_TRACE_ID_CHARS}, {"type": "integer"},
+    ]}),
+]
 IntegerId = Annotated[
     str | None, BeforeValidator(_integer_id, json_schema_input_type=str | int | None)
 ]
@@ -77,9 +109,10 @@ class TraceEvent(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True, title="TraceEvent")
 
-    trace_id: str = Field(
+    trace_id: TraceId = Field(
         min_length=1, max_length=MAX_TRACE_ID_CHARS,
-        description=f"Non-empty id of the trace, at most {MAX_TRACE_ID_CHARS} characters.",
+        description=f"Non-empty id of the trace, at most {MAX_TRACE_ID_CHARS} characters "
+        "(an integer is read as its decimal string).",
     )
     output: str | None = Field(default=None, description="The answer to judge.")
     input: str | None = Field(default=None, description="The user's request or task.")

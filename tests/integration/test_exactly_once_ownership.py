@@ -52,6 +52,20 @@ async def _once_each(kafka: str, topics: Topics, expected: set[str]) -> dict[str
     return published
 
 
+async def _stream(kafka: str, judge_url: str, name: str, count: int, empty_every: int = 10
+                  ) -> tuple[Topics, dict[str, int], dict[str, str], int]:
+    """Fresh topics with ``count`` scored traces on them: (topics, scores by trace id, the
+    worker's exactly-once environment, its health port)."""
+    topics = Topics.fresh(name)
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    values, scores, _ = scored_stream(count, empty_every=empty_every)
+    await produce(kafka, topics.traces, values)
+    port = free_port()
+    env = worker_env(topics.env(kafka), judge_url, DELIVERY="exactly_once",
+                     HEALTH_PORT=str(port))
+    return topics, scores, env, port
+
+
 async def _until_committed(kafka: str, topics: Topics, done: Callable[[dict[int, int]], bool],
                            timeout_s: float = 60) -> dict[int, int]:
     """Poll the group's committed offsets until ``done`` holds for them."""
@@ -69,13 +83,7 @@ async def test_a_producer_that_cannot_start_holds_its_partition_unready_then_rec
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _, server = fake_judge
-    topics = Topics.fresh("eos-start-fails")
-    await create_topics(kafka, topics, partitions=PARTITIONS)
-    values, scores, _ = scored_stream(60)
-    await produce(kafka, topics.traces, values)
-    port = free_port()
-    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once",
-                     HEALTH_PORT=str(port))
+    topics, scores, env, port = await _stream(kafka, server.url, "eos-start-fails", 60)
 
     start = AIOKafkaProducer.start
     broken = f"{topics.group}.{topics.traces}.1"  # one partition's coordinator is away
@@ -107,11 +115,7 @@ async def test_a_fenced_producer_is_replaced_and_its_partition_starts_over(
 ) -> None:
     judge, server = fake_judge
     judge.latency_s = 0.02
-    topics = Topics.fresh("eos-fenced")
-    await create_topics(kafka, topics, partitions=PARTITIONS)
-    values, scores, _ = scored_stream(900)
-    await produce(kafka, topics.traces, values)
-    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once")
+    topics, scores, env, _ = await _stream(kafka, server.url, "eos-fenced", 900)
 
     async with in_process_worker(env, monkeypatch):
         await _until_committed(kafka, topics, lambda c: all(n > 20 for n in c.values()))
@@ -132,11 +136,8 @@ async def test_a_zombie_commit_before_fencing_is_not_judged_again(
     worker's consumer read the committed offsets and before this worker's producer fenced
     it. The worker must start from the offset that transaction committed."""
     _, server = fake_judge
-    topics = Topics.fresh("eos-zombie")
-    await create_topics(kafka, topics, partitions=PARTITIONS)
-    values, scores, _ = scored_stream(60, empty_every=10**6)
-    await produce(kafka, topics.traces, values)
-    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once")
+    topics, scores, env, _ = await _stream(kafka, server.url, "eos-zombie", 60,
+                                           empty_every=10**6)
     transactional_id = f"{topics.group}.{topics.traces}.0"
     zombie = AIOKafkaProducer(bootstrap_servers=kafka, transactional_id=transactional_id)
     await zombie.start()  # the previous owner of partition 0, with work in hand
@@ -177,11 +178,8 @@ async def test_a_producer_lost_before_the_first_commit_loses_no_record(
     the consumer had fetched to."""
     judge, server = fake_judge
     judge.latency_s = 0.3
-    topics = Topics.fresh("eos-lost-first")
-    await create_topics(kafka, topics, partitions=PARTITIONS)
-    values, scores, _ = scored_stream(90, empty_every=10**6)
-    await produce(kafka, topics.traces, values)
-    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once")
+    topics, scores, env, _ = await _stream(kafka, server.url, "eos-lost-first", 90,
+                                           empty_every=10**6)
     target = f"{topics.group}.{topics.traces}.0"
     start = AIOKafkaProducer.start
     fences: list[asyncio.Task[None]] = []
@@ -213,13 +211,7 @@ async def test_producers_lost_inside_a_revoke_are_not_taken_back(
     partitions must stay with their new owner (no restart, no stale state, still ready)."""
     judge, server = fake_judge
     judge.latency_s = 0.05
-    topics = Topics.fresh("eos-lost-revoke")
-    await create_topics(kafka, topics, partitions=PARTITIONS)
-    values, scores, _ = scored_stream(600)
-    await produce(kafka, topics.traces, values)
-    port = free_port()
-    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once",
-                     HEALTH_PORT=str(port))
+    topics, scores, env, port = await _stream(kafka, server.url, "eos-lost-revoke", 600)
     armed = asyncio.Event()
     revoke = Pipeline.on_partitions_revoked
 
@@ -264,13 +256,7 @@ async def test_a_producer_start_that_hangs_holds_only_its_partition(
     """aiokafka's start waits for a transaction coordinator that cannot be found: the other
     partitions go on, the worker says why it is unready, and a stop is not held up."""
     _, server = fake_judge
-    topics = Topics.fresh("eos-start-hangs")
-    await create_topics(kafka, topics, partitions=PARTITIONS)
-    values, _, _ = scored_stream(60)
-    await produce(kafka, topics.traces, values)
-    port = free_port()
-    env = worker_env(topics.env(kafka), server.url, DELIVERY="exactly_once",
-                     HEALTH_PORT=str(port))
+    topics, _, env, port = await _stream(kafka, server.url, "eos-start-hangs", 60)
     start = AIOKafkaProducer.start
     hung = f"{topics.group}.{topics.traces}.0"
 

@@ -130,6 +130,36 @@ def test_a_line_is_split_on_newline_only(
     assert code == 0
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("source", [pytest.param("file", id="file"),
+                                    pytest.param("stdin", id="stdin")])
+@pytest.mark.parametrize("layout", [pytest.param("lines", id="json-lines"),
+                                    pytest.param("one", id="one-pretty-printed")])
+def test_a_byte_order_mark_is_not_part_of_line_1(
+    env: Judge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], source: str, layout: str,
+) -> None:
+    """Windows editors save UTF-8 with a BOM; it marks the encoding, it is not data."""
+    rows = [{"trace_id": "b1", "output": "x [[score=5]]"}, {"trace_id": "b2", "output": "y"}]
+    text = (json.dumps(rows[0], indent=2) if layout == "one"
+            else "\r\n".join(json.dumps(row) for row in rows) + "\r\n")
+    data = BOM + text.encode()
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(data)
+    if source == "stdin":
+        monkeypatch.setattr("sys.stdin", stdin(data))
+
+    code = main(["check", str(path) if source == "file" else "-"])
+
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    expected = ["b1"] if layout == "one" else ["b1", "b2"]
+    assert [v["trace_id"] for v in verdict_lines(captured.out)] == expected
+    assert code == 0
+
+
 @pytest.mark.parametrize(
     ("bad_line", "reason"),
     [

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+import structlog
 
 from consumer.decode import decode_trace
 from consumer.errors import DecodeError
@@ -39,7 +41,9 @@ def test_plain_strings_are_documents() -> None:
         pytest.param(b'{"output": "x"}', "trace_id: Field required", id="no-trace-id"),
         pytest.param(b'{"trace_id": ""}', "trace_id", id="empty-trace-id"),
         pytest.param(b'{"trace_id": "  "}', "blank", id="blank-trace-id"),
-        pytest.param(b'{"trace_id": 7}', "valid string", id="numeric-trace-id"),
+        pytest.param(b'{"trace_id": true}', "valid string", id="boolean-trace-id"),
+        pytest.param(b'{"trace_id": 7.0}', "valid string", id="float-trace-id"),
+        pytest.param(b'{"trace_id": -0.0}', "valid string", id="negative-zero-trace-id"),
         pytest.param(b'{"trace_id": "t", "output": 5}', "output", id="numeric-output"),
         pytest.param(b'{"trace_id": "t", "retrieved_documents": 5}', "retrieved_documents",
                      id="documents-not-list"),
@@ -135,37 +139,94 @@ def test_integer_ids_are_read_as_strings(
 
 
 @pytest.mark.parametrize(
-    ("fields", "reason"),
+    ("trace_id", "expected"),
     [
-        pytest.param({"timestamp": True}, "timestamp: Input should be a valid string",
-                     id="timestamp-bool"),
-        pytest.param({"timestamp": [1]}, "timestamp: Input should be a valid string",
-                     id="timestamp-list"),
-        pytest.param({"timestamp": 10**21}, "timestamp: epoch number out of range",
-                     id="timestamp-past-year-9999"),
-        pytest.param({"timestamp": -(10**21)}, "timestamp: epoch number out of range",
-                     id="timestamp-before-year-1"),
-        pytest.param({"project_id": True}, "project_id: Input should be a valid string",
-                     id="project-id-bool"),
-        pytest.param({"project_id": 4.5}, "project_id: Input should be a valid string",
-                     id="project-id-float"),
-        pytest.param({"retrieved_documents": [{"content": "a", "id": {"n": 1}}]},
-                     "retrieved_documents.0.id: Input should be a valid string",
-                     id="document-id-object"),
+        pytest.param(1234567890123456789, "1234567890123456789", id="datadog-64-bit"),
+        pytest.param(7, "7", id="small"),
+        pytest.param(0, "0", id="zero"),
+        pytest.param(-42, "-42", id="negative"),
+        pytest.param(2**70, str(2**70), id="beyond-64-bits"),
     ],
 )
-def test_optional_fields_without_a_reading_are_refused(
-    fields: dict[str, object], reason: str
+def test_an_integer_trace_id_is_read_as_its_decimal_string(trace_id: int, expected: str) -> None:
+    trace = decode_trace(json.dumps({"trace_id": trace_id, "output": "x"}).encode())
+    assert trace.trace_id == expected
+
+
+@pytest.mark.parametrize(
+    ("fields", "project_id", "document_id"),
+    [
+        pytest.param({"project_id": 12.0}, "12", None, id="whole-float-project-id"),
+        pytest.param({"project_id": -0.0}, "0", None, id="negative-zero-project-id"),
+        pytest.param({"project_id": float(2**53)}, str(2**53), None, id="largest-safe-float"),
+        pytest.param({"retrieved_documents": [{"content": "a", "id": 3.0}]}, None, "3",
+                     id="whole-float-document-id"),
+    ],
+)
+def test_a_whole_float_id_is_read_as_an_integer(
+    fields: dict[str, object], project_id: str | None, document_id: str | None
 ) -> None:
-    with pytest.raises(DecodeError) as caught:
-        decode_trace(json.dumps({"trace_id": "t", "output": "x", **fields}).encode())
-    assert reason in caught.value.reason
+    trace = decode_trace(json.dumps({"trace_id": "t", "output": "x", **fields}).encode())
+    assert trace.project_id == project_id
+    if document_id is not None:
+        assert trace.retrieved_documents is not None
+        assert trace.retrieved_documents[0].id == document_id
 
 
-def test_timestamp_of_infinity_is_refused() -> None:
+# A carried-along field (not read to judge) with no reading is dropped; the trace is judged.
+DROPPED = [
+    pytest.param({"timestamp": True}, "timestamp", id="timestamp-bool"),
+    pytest.param({"timestamp": [1]}, "timestamp", id="timestamp-list"),
+    pytest.param({"timestamp": 10**21}, "timestamp", id="timestamp-past-year-9999"),
+    pytest.param({"timestamp": -(10**21)}, "timestamp", id="timestamp-before-year-1"),
+    pytest.param({"timestamp": 1e300}, "timestamp", id="timestamp-1e300"),
+    pytest.param({"project_id": True}, "project_id", id="project-id-bool"),
+    pytest.param({"project_id": 4.5}, "project_id", id="project-id-fraction"),
+    pytest.param({"project_id": 1e30}, "project_id", id="project-id-beyond-exact-floats"),
+    pytest.param({"project_id": float(2**53 + 2)}, "project_id", id="project-id-past-2-53"),
+    pytest.param({"metadata": ["a"]}, "metadata", id="metadata-list"),
+    pytest.param({"metadata": "m"}, "metadata", id="metadata-string"),
+    pytest.param({"schema_version": "one"}, "schema_version", id="schema-version-string"),
+    pytest.param({"retrieved_documents": [{"content": "a", "id": {"n": 1}}]},
+                 "retrieved_documents.0.id", id="document-id-object"),
+    pytest.param({"retrieved_documents": ["b", {"content": "a", "id": False}]},
+                 "retrieved_documents.1.id", id="document-id-bool"),
+    pytest.param({"retrieved_documents": [{"content": "a", "metadata": "m"}]},
+                 "retrieved_documents.0.metadata", id="document-metadata-string"),
+]
+
+
+@pytest.mark.usefixtures("default_structlog")
+@pytest.mark.parametrize(("fields", "where"), DROPPED)
+def test_a_carried_field_without_a_reading_is_dropped_not_dead_lettered(
+    fields: dict[str, object], where: str
+) -> None:
+    value = {"trace_id": "t", "output": "x", "input": "q", **fields}
+    with structlog.testing.capture_logs() as logs:
+        trace = decode_trace(json.dumps(value).encode())
+    assert (trace.trace_id, trace.output, trace.input) == ("t", "x", "q")
+    dropped: Any = trace.model_dump()
+    for part in where.split("."):
+        dropped = dropped[int(part) if part.isdigit() else part]
+    assert dropped is None
+    if "retrieved_documents" in fields:
+        assert trace.retrieved_documents is not None
+        assert trace.retrieved_documents[-1].content == "a"
+    assert [(log["event"], log["field"], log["log_level"]) for log in logs] == [
+        ("trace_field_dropped", where, "debug")]
+
+
+def test_a_timestamp_of_infinity_is_dropped() -> None:
+    trace = decode_trace(b'{"trace_id": "t", "output": "x", "timestamp": 1e999}')
+    assert (trace.output, trace.timestamp) == ("x", None)
+
+
+def test_a_field_read_to_judge_is_named_even_beside_a_dropped_one() -> None:
+    value = {"trace_id": "t", "output": 5, "timestamp": True, "project_id": [1]}
     with pytest.raises(DecodeError) as caught:
-        decode_trace(b'{"trace_id": "t", "output": "x", "timestamp": 1e999}')
-    assert "timestamp: epoch number out of range" in caught.value.reason
+        decode_trace(json.dumps(value).encode())
+    assert caught.value.reason == (
+        "not a trace event: output: Input should be a valid string (1 problem(s))")
 
 
 # -- trace_id bound (issue 13) ----------------------------------------------------------------

@@ -55,6 +55,12 @@ def test_read_text_keeps_carriage_returns(tmp_path: Path) -> None:
     assert read_text(path) == "a\rb\r\nc\n"
 
 
+def test_read_text_drops_a_byte_order_mark(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf{}\r\n\xef\xbb\xbf\n")
+    assert read_text(path) == "{}\r\n\ufeff\n"  # only the leading one marks the encoding
+
+
 def _dataset_rows(path: Path) -> list[Any]:
     return [labelled.trace.output for labelled in read_dataset(path)]
 
@@ -100,3 +106,15 @@ def test_one_break_character_alone_keeps_its_line(tmp_path: Path, char: str) -> 
     path = tmp_path / "rows.jsonl"
     path.write_text(row(1, char) + "\n", encoding="utf-8", newline="")
     assert _dataset_rows(path) == [f"Answer 1. {char}"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_jsonl_reader_reads_a_file_with_a_byte_order_mark(
+    tmp_path: Path, reader: Callable[[Path], list[Any]]
+) -> None:
+    """Windows editors save UTF-8 with a BOM: it is not part of the first line."""
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(row(i) for i in range(2)).encode() + b"\r\n")
+    if reader is _check_rows:
+        path.write_bytes(path.read_bytes().replace(b'{"id"', b'{"trace_id"'))
+    assert reader(path) == [f"Answer {i}. {IN_STRINGS}" for i in range(2)]

@@ -17,7 +17,6 @@ from consumer.prompt import (
     parse_answer,
     read_data,
 )
-from schemas.judge import MAX_CLAIM_CHARS, MAX_CLAIMS, MAX_REASON_CHARS
 from schemas.trace import TraceEvent
 
 
@@ -172,22 +171,11 @@ def test_a_boolean_score_names_the_problem() -> None:
     )
 
 
-def test_an_overlong_answer_is_cut_to_fit_a_verdict() -> None:
-    """An endpoint that ignores max_tokens cannot make a verdict too large to publish."""
-    claims = [f"claim {i} " + "c" * 5000 for i in range(MAX_CLAIMS + 10)]
+def test_a_long_answer_is_read_whole() -> None:
+    """The answer is kept as the judge wrote it: the verdict bounds it, after redacting the
+    secrets from it (a key that a bound cut in two would no longer be recognised)."""
+    claims = [f"claim {i} " + "c" * 5000 for i in range(60)]
     text = json.dumps({"score": 2, "reason": "r" * 100_000, "unsupported_claims": claims})
     answer = parse_answer(text)
-    assert answer.score == 2
-    assert len(answer.reason) == MAX_REASON_CHARS
-    assert answer.reason.endswith("…")
-    assert len(answer.unsupported_claims) == MAX_CLAIMS
-    assert all(len(claim) == MAX_CLAIM_CHARS for claim in answer.unsupported_claims)
-    assert answer.unsupported_claims[3].startswith("claim 3 ccc")
-
-
-def test_an_answer_within_the_bounds_is_kept_whole() -> None:
-    claims = ["x" * MAX_CLAIM_CHARS] * MAX_CLAIMS
-    text = json.dumps({"score": 2, "reason": "r" * MAX_REASON_CHARS,
-                       "unsupported_claims": claims})
-    answer = parse_answer(text)
-    assert (answer.reason, answer.unsupported_claims) == ("r" * MAX_REASON_CHARS, claims)
+    assert (answer.score, answer.reason, answer.unsupported_claims) == (
+        2, "r" * 100_000, claims)

@@ -44,3 +44,22 @@ def test_known_secrets_drop_blanks_and_duplicates_longest_first() -> None:
 
 def test_no_secrets_leaves_text_alone() -> None:
     assert redact(f"Bearer {KEY}", ()) == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("ends with admi", "ends with admi", id="head-of-a-short-secret-kept"),
+        pytest.param("ends with adm", "ends with adm", id="shorter-head-kept"),
+        pytest.param("log in as admin", f"log in as {REDACTED}", id="whole-short-secret"),
+        pytest.param("admin, then more", f"{REDACTED}, then more", id="whole-at-the-start"),
+    ],
+)
+def test_a_short_secret_is_redacted_only_whole(text: str, expected: str) -> None:
+    """Under 8 characters, a secret's head is an ordinary word ("admi"): a text ending in it
+    is not cut (the secret itself is still redacted wherever it appears)."""
+    assert redact(text, known_secrets(["admin"])) == expected
+
+
+def test_a_head_of_an_8_character_secret_is_redacted() -> None:
+    assert redact("ends with pass", known_secrets(["passw0rd"])) == f"ends with {REDACTED}"

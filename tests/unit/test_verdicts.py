@@ -8,7 +8,17 @@ import pytest
 
 from consumer.errors import JudgeError
 from consumer.prompt import parse_answer
-from consumer.verdicts import MAX_ERROR_MESSAGE_CHARS, Context, errored, judged, verdict_id
+from consumer.redaction import known_secrets
+from consumer.verdicts import (
+    MAX_CLAIM_CHARS,
+    MAX_CLAIMS,
+    MAX_ERROR_MESSAGE_CHARS,
+    MAX_VERDICT_REASON_CHARS,
+    Context,
+    errored,
+    judged,
+    verdict_id,
+)
 from schemas.judge import JudgeAnswer
 from schemas.trace import MAX_TRACE_ID_CHARS, TraceEvent
 from schemas.verdict import Source, Truncation, Usage, VerdictEvent
@@ -81,6 +91,58 @@ def test_secrets_are_redacted_from_what_the_judge_wrote() -> None:
     error = errored(TRACE, JudgeError("judge_http_400", f"Bearer {secret[:10]}"), None, 1, context)
     assert error.error is not None
     assert error.error.message == "Bearer [REDACTED]"
+
+
+# 168 characters, as OpenAI's project keys are.
+LONG_KEY = "sk-proj-" + "A1b2C3d4" * 20
+
+
+@pytest.mark.parametrize("field", ["reason", "claim"])
+@pytest.mark.parametrize("before_cut", [1, 8, len(LONG_KEY) - 1])
+def test_a_secret_straddling_a_bound_is_redacted_before_the_cut(
+    field: str, before_cut: int
+) -> None:
+    """The bound cuts the text after redaction: a key the cut falls inside (``before_cut`` of
+    its characters before the bound) is redacted whole, not left as a head ending in "…"."""
+    bound = MAX_VERDICT_REASON_CHARS if field == "reason" else MAX_CLAIM_CHARS
+    text = "x" * (bound - 1 - before_cut) + LONG_KEY + " and more"
+    answer = parse_answer(json.dumps({
+        "score": 3, "reason": text if field == "reason" else "r",
+        "unsupported_claims": [text] if field == "claim" else [],
+    }))
+    context = Context("m", 0.5, Truncation(), None, known_secrets([LONG_KEY]))
+    verdict = judged(TRACE, answer, None, 1, context)
+    written = verdict.reason if field == "reason" else verdict.unsupported_claims[0]
+    assert written is not None
+    assert len(written) <= bound
+    assert LONG_KEY[:4] not in written
+    assert_no_key_head(verdict.model_dump_json())
+
+
+def assert_no_key_head(text: str) -> None:
+    assert "A1b2" not in text, "part of the key was published"
+
+
+def test_an_overlong_answer_is_cut_to_fit_a_verdict() -> None:
+    """An endpoint that ignores max_tokens cannot make a verdict too large to publish."""
+    claims = [f"claim {i} " + "c" * 5000 for i in range(MAX_CLAIMS + 10)]
+    answer = parse_answer(json.dumps({"score": 2, "reason": "r" * 100_000,
+                                      "unsupported_claims": claims}))
+    verdict = judged(TRACE, answer, None, 1, ctx(0.5))
+    assert verdict.raw_score == 2
+    assert verdict.reason is not None
+    assert len(verdict.reason) == MAX_VERDICT_REASON_CHARS
+    assert verdict.reason.endswith("…")
+    assert len(verdict.unsupported_claims) == MAX_CLAIMS
+    assert all(len(claim) == MAX_CLAIM_CHARS for claim in verdict.unsupported_claims)
+    assert verdict.unsupported_claims[3].startswith("claim 3 ccc")
+
+
+def test_an_answer_within_the_bounds_is_kept_whole() -> None:
+    claims = ["x" * MAX_CLAIM_CHARS] * MAX_CLAIMS
+    answer = JudgeAnswer(score=2, reason="r" * MAX_VERDICT_REASON_CHARS, unsupported_claims=claims)
+    verdict = judged(TRACE, answer, None, 1, ctx(0.5))
+    assert (verdict.reason, verdict.unsupported_claims) == ("r" * MAX_VERDICT_REASON_CHARS, claims)
 
 
 def test_a_long_error_message_is_cut() -> None:
