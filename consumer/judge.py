@@ -8,12 +8,17 @@ sent after this failure succeeded, or else a probe worded exactly as the real ca
 - reworded: the endpoint refused a part of the request (structured output, the token-limit
   parameter, temperature): sent again in the next wording after the one that request used;
 - transient (429, 5xx, connection): retried with backoff, honouring Retry-After; a 429 is
-  the account's, not the trace's, so it never becomes an ``error`` verdict;
+  the account's, not the trace's, so while the judge answers others the trace goes round
+  again, up to ``MAX_RATE_LIMITED_ROUNDS`` (then its ``judge_rate_limited`` error); a 429
+  whose "Limit N, Requested M" has M > N never fits: the trace's error at once;
 - refused (401, 403, 404, other 4xx), or transient past the retries: if the judge answers
   others, one more try (an outage may just have ended), then the trace's ``error`` verdict
   with the status and message;
 - the trace's own (context too long, a content filter, larger than the token limit): its
   ``error`` verdict at once;
+- an answer cut by its token budget (``finish_reason: length``): a reasoning model the name
+  table missed; asked again once with the reasoning budget (for every call from then on),
+  and if the largest budget is cut too, the trace's ``unparseable_answer`` error;
 - failing for everyone, by any road: trip the breaker and raise ``JudgeUnavailable``.
 """
 
@@ -47,6 +52,13 @@ from schemas.verdict import Usage
 
 log = structlog.get_logger(__name__)
 
+# Rounds of retries (``max_attempts`` each) one trace may go on 429s while the judge answers
+# others, before its ``judge_rate_limited`` error. A limit shared by the account lands on calls
+# regardless of their trace: even if one call in two got a 429, 5 rounds of 4 attempts all
+# refused would happen to a trace once in a million (1 in 7, as in the chaos test: ~1e-17).
+# A trace refused that often while others are answered is refused for itself (a gateway's
+# per-prompt limit), and must not go round for ever (invariant 10).
+MAX_RATE_LIMITED_ROUNDS = 5
 PREFLIGHT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 10.0
 # The probe's tokens as ``build_request`` counts a trace's: the prompt plus the answer budget.
@@ -118,8 +130,9 @@ class OpenAIJudge:
         """One evaluation: retries transient failures, retries an unparseable answer once."""
         started = time.monotonic()
         usage = [0, 0, 0]
-        attempts = transient_failures = parse_failures = 0
+        attempts = transient_failures = parse_failures = rate_limited_rounds = 0
         confirmed = False  # one more try once the judge is seen answering others
+        own_429s = False  # this trace's 429s came while the judge answered others
 
         def result(answer: JudgeAnswer | None, error: JudgeError | None) -> JudgeResult:
             spent = Usage(prompt_tokens=usage[0], completion_tokens=usage[1], total_tokens=usage[2])
@@ -145,7 +158,10 @@ class OpenAIJudge:
                     return result(None, JudgeError(failure.kind, failure.message))
                 if failure.action is Action.RETRY:
                     transient_failures += 1
-                    if failure.retry_after_s is not None:
+                    if failure.retry_after_s is not None and not own_429s:
+                        # The account's wait, for every call. Not once this trace's 429s are
+                        # seen to be its own: it waits alone then (else one trace could
+                        # pause everyone for all its rounds).
                         self._limiter.hold(failure.retry_after_s)
                     if transient_failures < self._max_attempts and not failure.timed_out:
                         await asyncio.sleep(self._delay(transient_failures, failure.retry_after_s))
@@ -154,8 +170,15 @@ class OpenAIJudge:
                 if not await self._answered_since(failed_at):
                     self._trip(failure)
                 if failure.rate_limited:
-                    # A rate limit belongs to the account, never to this trace: with the judge
-                    # answering others, this trace just goes round again (behind the limiter).
+                    # A rate limit is the account's, not this trace's: with the judge answering
+                    # others, this trace goes round again (behind the limiter), a bounded
+                    # number of times (``MAX_RATE_LIMITED_ROUNDS``).
+                    rate_limited_rounds += 1
+                    own_429s = True
+                    if rate_limited_rounds >= MAX_RATE_LIMITED_ROUNDS:
+                        return result(None, JudgeError(failure.kind, (
+                            f"rate limited on {attempts} attempts while the judge answered "
+                            f"others: {failure.message}")[:300]))
                     transient_failures = 0
                     await asyncio.sleep(self._delay(self._max_attempts, failure.retry_after_s))
                     continue
@@ -175,6 +198,12 @@ class OpenAIJudge:
                 try:
                     return result(_read_answer(response), None)
                 except JudgeError as error:
+                    if _cut_by_length(response, error):
+                        if self._raise_budget(shape):
+                            continue  # once: the shape it used is now the largest budget
+                        return result(None, JudgeError("unparseable_answer", (
+                            f"the judge's answer did not fit in {shape.answer_tokens:,} tokens "
+                            "(finish_reason length)")))
                     parse_failures += 1
                     if error.kind == "unparseable_answer" and parse_failures < 2:
                         continue
@@ -196,7 +225,11 @@ class OpenAIJudge:
             spend = await self._limiter.acquire(self._estimate(request.estimated_tokens, shape))
             sent_at = time.monotonic()
             body = shape.body(self.model, request.messages)
-            response = await self._post(body, self._timeout_s)
+            try:
+                response = await self._post(body, self._timeout_s)
+            except (openai.OpenAIError, ValueError) as exc:
+                self._settle_failed(spend, exc)
+                raise
         self._settle(spend, response)
         self._last_success = max(self._last_success, sent_at)
         return response
@@ -214,6 +247,12 @@ class OpenAIJudge:
         """Correct the limiter's estimate to the tokens the judge reports it used."""
         if response.usage is not None:
             self._limiter.settle(spend, response.usage.total_tokens)
+
+    def _settle_failed(self, spend: Spend | None, exc: openai.OpenAIError | ValueError) -> None:
+        """A failed call costs nothing if it was refused before the model ran (no
+        connection, 4xx, 429); a 5xx or a timeout may have run it, so it keeps its estimate."""
+        if classify(exc).consumed_nothing:
+            self._limiter.settle(spend, 0)
 
     @staticmethod
     def _estimate(request_tokens: int, shape: RequestShape) -> int:
@@ -237,6 +276,20 @@ class OpenAIJudge:
                 token_limit=shape.token_limits[0] if shape.token_limits else None,
                 temperature=shape.temperature,
             )
+        return True
+
+    def _raise_budget(self, sent: RequestShape) -> bool:
+        """An answer cut by the budget it was sent with: raise the answer budget for every
+        call, from the shape that request used (like a rewording). False if that shape had
+        the largest budget already (the answer itself was too long)."""
+        raised = sent.raised()
+        if raised is None:
+            return False
+        shape = self._shape.merged(raised)
+        if shape != self._shape:
+            self._shape = shape
+            log.warning("judge_answer_budget_raised", answer_tokens=shape.answer_tokens,
+                        cut_at=sent.answer_tokens)
         return True
 
     def _delay(self, failures: int, retry_after_s: float | None) -> float:
@@ -294,6 +347,7 @@ class OpenAIJudge:
                 body = shape.body(self.model, PROBE_MESSAGES)
                 response = await self._post(body, min(self._timeout_s, PROBE_TIMEOUT_S))
             except (openai.OpenAIError, ValueError) as exc:
+                self._settle_failed(spend, exc)
                 failure = classify(exc)
                 if failure.action is Action.RESHAPE and self._reshape(shape, failure):
                     continue
@@ -316,6 +370,12 @@ def _as_refusal(failure: Failure) -> Failure:
     """A refusal of a part the request's wording has no fallback for: decided like any
     other refusal (the judge failing for everyone on it holds)."""
     return replace(failure, action=Action.CHECK_OTHERS, kind=f"judge_http_{failure.status}")
+
+
+def _cut_by_length(response: Any, error: JudgeError) -> bool:
+    """Was the answer unreadable because the token budget ran out (empty or cut off)?"""
+    return (error.kind == "unparseable_answer" and bool(response.choices)
+            and response.choices[0].finish_reason == "length")
 
 
 def _read_answer(response: Any) -> JudgeAnswer:

@@ -32,6 +32,21 @@ _REFUSED_PART = re.compile(
     re.IGNORECASE,
 )
 _UNSUPPORTED_CODES = frozenset({"unsupported_parameter", "unsupported_value"})
+# Wording that refuses the response format itself, either way round ("'response_format' of
+# type 'json_schema' is not supported", "invalid response format", "structured outputs are not
+# supported"). Nothing in between may be a brace: a gateway that echoes the request body
+# ("Blocked by policy: {... "response_format": {...}}") names the part but refuses the trace.
+_FORMAT = r"(?:response[_ ]format|json_schema|json_object|structured outputs?)"
+_REFUSAL = r"(?:not supported|unsupported|invalid|not allowed|not available|unrecognized|unknown)"
+_FORMAT_REFUSED = re.compile(
+    rf"{_FORMAT}[^{{}}]{{0,60}}?\b{_REFUSAL}\b|\b{_REFUSAL}\b[^{{}}]{{0,30}}?{_FORMAT}",
+    re.IGNORECASE,
+)
+# OpenAI's tokens-per-minute 429: "Limit 30000, Used 1200, Requested 45000". Asking for more
+# than the whole limit never fits, whatever the wait (some say so only by these numbers).
+_LIMIT_REQUESTED = re.compile(
+    r"\blimit:?\s+([\d,]+)(?:,\s*used:?\s+[\d,]+)?,\s*requested:?\s+([\d,]+)", re.IGNORECASE
+)
 
 
 class Action(enum.Enum):
@@ -61,6 +76,13 @@ class Failure:
         return self.kind == "judge_rate_limited"
 
     @property
+    def consumed_nothing(self) -> bool:
+        """Refused before the model ran (no connection, a 4xx, a 429): it cost no tokens.
+        A 5xx or a timeout may have run the model, so their estimate stays counted."""
+        status = self.status
+        return self.kind == "judge_unreachable" or (status is not None and 400 <= status < 500)
+
+    @property
     def timed_out(self) -> bool:
         """No answer in time: retried, but never twice at once (a hang holds a slot)."""
         return self.kind == "judge_timeout"
@@ -86,7 +108,7 @@ def _classify_status(exc: openai.APIStatusError, message: str) -> Failure:
     code = (exc.code or "").lower()
     text = message.lower()
     param = exc.param
-    if status == 429 and "request too large" in text:
+    if status == 429 and ("request too large" in text or _above_limit(text)):
         # Larger than the whole tokens-per-minute limit: no wait makes it fit.
         return Failure(Action.TRACE_ERROR, "request_too_large", message, status, param)
     if status in (408, 409, 429) or status >= 500:
@@ -101,9 +123,18 @@ def _classify_status(exc: openai.APIStatusError, message: str) -> Failure:
     return Failure(Action.CHECK_OTHERS, f"judge_http_{status}", message, status, param)
 
 
+def _above_limit(text: str) -> bool:
+    """Does a 429 say the request asked for more than the whole limit?"""
+    if (numbers := _LIMIT_REQUESTED.search(text)) is None:
+        return False
+    limit, requested = (int(n.replace(",", "")) for n in numbers.groups())
+    return requested > limit
+
+
 def _refused_part(param: str | None, code: str, text: str) -> str | None:
-    """The part of the request's shape the endpoint refuses, if it names one."""
-    if param == "response_format" or "response_format" in text or "json_schema" in text:
+    """The part of the request's shape the endpoint refuses, if it names one (merely
+    mentioning it is not refusing it: a gateway may echo the whole request body)."""
+    if param == "response_format" or _FORMAT_REFUSED.search(text):
         return "response_format"
     named = _REFUSED_PART.search(text)
     if param in SHAPE_PARTS and (code in _UNSUPPORTED_CODES or named):

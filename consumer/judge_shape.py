@@ -5,7 +5,8 @@ Endpoints differ in the parts of a chat-completions request they take: structure
 reasoning models want ``max_completion_tokens``, and older OpenAI-compatible servers know only
 ``max_tokens``) and ``temperature`` (reasoning models refuse any but the default). Each request
 carries the ``RequestShape`` it was sent with. When the endpoint refuses a part by name, the
-request is sent again in ``shape.without(part)``; every step removes an option, so a request is
+request is sent again in ``shape.without(part)`` (an answer cut by its token budget, in
+``shape.raised()``); every step removes an option or raises the budget, so a request is
 reworded a bounded number of times, and a concurrent failure can only move the judge's shape
 further along (``merged``), never back.
 """
@@ -16,7 +17,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from consumer.prompt import ANSWER_JSON_SCHEMA, MAX_ANSWER_TOKENS
+from consumer.prompt import ANSWER_JSON_SCHEMA, MAX_ANSWER_TOKENS, SYSTEM_PROMPT, estimate_tokens
 
 RESPONSE_FORMATS: tuple[str, ...] = ("json_schema", "json_object", "text")
 TOKEN_LIMITS: tuple[str, ...] = ("max_tokens", "max_completion_tokens")
@@ -26,9 +27,17 @@ SHAPE_PARTS = frozenset({"response_format", "temperature", *TOKEN_LIMITS})
 # before the answer is written (an empty answer, ``finish_reason: length``). OpenAI advises
 # room for thousands; the judge's answer itself stays short.
 REASONING_ANSWER_TOKENS = 4_000
-# OpenAI's reasoning families (o1, o3, o4-mini, gpt-5, gpt-5.1, ..., dated or behind a
-# provider prefix such as ``openai/``); their ``-chat`` variants are chat models.
-_REASONING_MODEL = re.compile(r"(?:^|/)(?:o\d+|gpt-5(?:\.\d+)?)(?:$|-(?!chat))", re.IGNORECASE)
+# Reasoning families by name: OpenAI's (o1, o3, o4-mini, gpt-5, gpt-5.1, ...; dated, behind a
+# provider prefix such as ``openai/``, fine-tuned as ``ft:o4-mini-...:org::id``, or inside an
+# Azure deployment name such as ``my-o3-deployment``) and other vendors' (DeepSeek's R1 /
+# ``deepseek-reasoner``, Qwen's QwQ). The family must stand as its own word (``halo3`` and
+# ``gpt-50`` are not one); ``-chat`` variants are chat models. A name this misses is found
+# out by the endpoint: refusing ``max_tokens`` for ``max_completion_tokens``, or an answer cut
+# by its budget (``finish_reason: length``), raises the budget (``without``, ``raised``).
+_REASONING_MODEL = re.compile(
+    r"(?:^|[/:_-])(?:o\d+|gpt-?5(?:\.\d+)?|deepseek-(?:r1|reasoner)|qwq)(?=$|[-_:](?!chat))",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +73,19 @@ class RequestShape:
         if part == "temperature":
             return replace(self, temperature=False) if self.temperature else None
         if self.token_limits and self.token_limits[0] == part:
-            return replace(self, token_limits=self.token_limits[1:])
+            rest = self.token_limits[1:]
+            if part == "max_tokens" and rest[:1] == ("max_completion_tokens",):
+                # Refused for ``max_completion_tokens``: a reasoning model, whatever its name.
+                return replace(self, token_limits=rest, answer_tokens=REASONING_ANSWER_TOKENS)
+            return replace(self, token_limits=rest)
         return None
+
+    def raised(self) -> RequestShape | None:
+        """The same wording with the reasoning model's answer budget, once an answer came
+        back cut by the budget (``finish_reason: length``); None if it is that large already."""
+        if self.answer_tokens >= REASONING_ANSWER_TOKENS:
+            return None
+        return replace(self, answer_tokens=REASONING_ANSWER_TOKENS)
 
     def merged(self, other: RequestShape) -> RequestShape:
         """Every fallback either shape has reached (both come from the same start)."""
@@ -75,7 +95,14 @@ class RequestShape:
             response_format=RESPONSE_FORMATS[level],
             token_limits=min(self.token_limits, other.token_limits, key=len),
             temperature=self.temperature and other.temperature,
+            answer_tokens=max(self.answer_tokens, other.answer_tokens),
         )
+
+
+def minimum_request_tokens(model: str) -> int:
+    """The fewest tokens one request to ``model`` is counted at: its first answer budget
+    plus the system prompt (a trace's documents and answer come on top)."""
+    return shape_for(model).answer_tokens + estimate_tokens(SYSTEM_PROMPT)
 
 
 def shape_for(model: str) -> RequestShape:

@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer.errors import ConfigError
+from consumer.judge_shape import minimum_request_tokens
 
 SCORE_REQUIRED = "Minimum acceptable score is required."
 SCORE_ABOVE_ONE = "Minimum acceptable score cannot exceed 1."
@@ -102,6 +103,18 @@ class Settings(BaseSettings):
             raise ValueError(
                 "KAFKA_SECURITY_PROTOCOL is SASL_*, so KAFKA_SASL_MECHANISM, "
                 "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD are all required"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_request_fits_tokens_per_minute(self) -> Settings:
+        # Below one request's minimum, every trace would be a ``request_too_large`` error.
+        limit, model = self.judge_tokens_per_minute, self.judge_model
+        if limit is not None and limit < (minimum := minimum_request_tokens(model)):
+            raise ValueError(
+                f"JUDGE_TOKENS_PER_MINUTE ({limit:,}) is below one request's minimum for "
+                f"JUDGE_MODEL {model!r}: {minimum:,} tokens (the answer budget plus the "
+                "system prompt), so every trace would be a request_too_large error"
             )
         return self
 

@@ -14,6 +14,11 @@ Put a marker in a trace's ``output`` and the judge behaves accordingly for that 
     [[refuse]]                     a refusal: ``refusal`` set, ``content`` null
     [[context_length]]             400 ``context_length_exceeded``, as OpenAI sends it
     [[too_large]]                  429 "Request too large ... tokens per min", as OpenAI sends it
+    [[over_limit]]                 429 "Rate limit reached ... Limit 30000, Used 1200, Requested
+                                   45000": a request larger than the whole limit, worded as a
+                                   rate limit
+    [[echo_400]]                   400 whose message echoes the request body (a gateway's
+                                   policy block): it names ``response_format`` and refuses none
 
 Markers combine (``[[fail=1 status=500]] [[score=2]]``). Attempts are counted per answer text.
 A request without a ``groundedness@v1`` data block is a health probe: ``{"ok": true}``.
@@ -22,7 +27,10 @@ Knobs for every request, settable while serving (plain attribute stores are atom
 ``retry_after_s`` (a ``Retry-After`` on outage and ``fail_every_nth`` answers),
 ``reject_json_schema``, ``rejected_formats`` (``response_format`` types refused),
 ``refused_params`` (request parameters the model refuses, with OpenAI's own error bodies: see
-``PARAM_REJECTIONS``) and ``fail_every_nth = (n, status)`` (every n-th scoring request fails).
+``PARAM_REJECTIONS``), ``fail_every_nth = (n, status)`` (every n-th scoring request fails) and
+``reasoning_tokens`` (a reasoning model: it spends that many completion tokens thinking, so a
+budget, ``max_completion_tokens`` or ``max_tokens``, not above it gets an empty answer with
+``finish_reason: length``, as OpenAI's reasoning models do).
 Every request is recorded.
 """
 
@@ -53,6 +61,10 @@ REQUEST_TOO_LARGE = (
     "Request too large for gpt-4o-mini in organization org-xxx on tokens per min (TPM): "
     "Limit 200000, Requested 250000. The input or output tokens must be reduced in order to "
     "run successfully."
+)
+OVER_LIMIT = (
+    "Rate limit reached for gpt-4o-mini in organization org-xxx on tokens per min (TPM): "
+    "Limit 30000, Used 1200, Requested 45000. Please try again in 1m32s."
 )
 # What OpenAI answers a model that does not take a parameter (reasoning models: max_tokens,
 # temperature other than 1), and what an older OpenAI-compatible server says of one it does
@@ -119,6 +131,7 @@ class ScriptedJudge:
         self.rejected_formats: frozenset[str] = frozenset()
         self.refused_params: frozenset[str] = frozenset()
         self.fail_every_nth: tuple[int, int] | None = None
+        self.reasoning_tokens: int | None = None
         self._lock = threading.Lock()
         self._calls: list[Call] = []
         self._attempts: Counter[str] = Counter()
@@ -181,6 +194,14 @@ class ScriptedJudge:
             return error_reply(400, CONTEXT_LENGTH_MESSAGE, code=code, param="messages")
         if "too_large" in found:
             return error_reply(429, REQUEST_TOO_LARGE, "tokens", "rate_limit_exceeded")
+        if "over_limit" in found:
+            return error_reply(429, OVER_LIMIT, "tokens", "rate_limit_exceeded")
+        if "echo_400" in found:
+            echoed = json.dumps({k: v for k, v in request.items() if k != "messages"})
+            return error_reply(400, f"Blocked by policy: {echoed[:300]}")
+        budget = request.get("max_completion_tokens") or request.get("max_tokens")
+        if self.reasoning_tokens is not None and (budget or 0) <= self.reasoning_tokens:
+            return self._cut_by_length(request, int(budget or 0))
         score = int(found.get("score") or 5)
         claims = [] if score >= 4 else [_MARKER.sub("", answer).strip()]
         verdict = {
@@ -194,6 +215,14 @@ class ScriptedJudge:
     def _completion(request: dict[str, Any], content: str) -> Reply:
         prompt_tokens = len(json.dumps(request.get("messages", ""))) // 4
         return Reply(body=completion(content, _model(request), prompt_tokens, len(content) // 4))
+
+    @staticmethod
+    def _cut_by_length(request: dict[str, Any], budget: int) -> Reply:
+        """The whole budget spent reasoning: no answer written, ``finish_reason: length``."""
+        prompt_tokens = len(json.dumps(request.get("messages", ""))) // 4
+        body = completion("", _model(request), prompt_tokens, budget)
+        body["choices"][0]["finish_reason"] = "length"
+        return Reply(body=body)
 
     @property
     def calls(self) -> list[Call]:

@@ -75,8 +75,11 @@ async def test_outage_holds_then_resumes_without_error_verdicts(
         await asyncio.sleep(0.5)
 
     verdicts = verdicts_by_trace(records)
-    assert len(verdicts) == count
     outcomes = {v["verdict"] for group in verdicts.values() for v in group}
+    print(f"\njudge outage ({status} for every call, {delivery}): {len(verdicts)} of {count} "
+          f"verdicts, outcomes {sorted(outcomes)}, {len(during)} calls in the outage's last "
+          f"4 s, circuit_open {circuit_open}, all done {recovered_s:.1f} s after it ended")
+    assert len(verdicts) == count
     assert outcomes == {"pass"}, "no trace is turned into an error by an outage"
     # Once the circuit is open only probes reach the judge, at growing intervals.
     assert all(c.answer == "probe" for c in during), [c.answer for c in during][:5]

@@ -33,8 +33,45 @@ def test_reasoning_families_start_with_max_completion_tokens_and_no_temperature(
 
 
 @pytest.mark.parametrize(
+    "model",
+    ["ft:o4-mini-2025-04-16:acme::abc123", "my-o3-deployment", "prod_o1_mini", "o1_mini",
+     "azure-gpt5", "gpt5-mini", "deepseek-reasoner", "deepseek-r1-distill-llama-70b",
+     "deepseek/deepseek-r1", "qwq-32b"],
+)
+def test_reasoning_models_behind_other_names_get_the_reasoning_shape(model: str) -> None:
+    """Fine-tunes, Azure deployments and other vendors' reasoning models: a 400-token budget
+    would be spent reasoning, and every answer would come back empty."""
+    shape = shape_for(model)
+    assert shape.answer_tokens == REASONING_ANSWER_TOKENS
+    assert shape.token_limits[0] == "max_completion_tokens"
+
+
+def test_refusing_max_tokens_for_max_completion_tokens_raises_the_answer_budget() -> None:
+    """An endpoint that wants ``max_completion_tokens`` serves a reasoning model."""
+    shape = RequestShape().without("max_tokens")
+    assert shape is not None
+    assert shape.body("m", MESSAGES)["max_completion_tokens"] == REASONING_ANSWER_TOKENS
+    # Concurrent rewordings merge to the larger budget, whichever came first.
+    other = RequestShape().without("temperature")
+    assert other is not None
+    assert shape.merged(other).answer_tokens == other.merged(shape).answer_tokens == (
+        REASONING_ANSWER_TOKENS)
+
+
+def test_the_answer_budget_is_raised_once_to_the_reasoning_budget() -> None:
+    raised = RequestShape().raised()
+    assert raised is not None
+    assert raised.answer_tokens == REASONING_ANSWER_TOKENS
+    assert raised.body("m", MESSAGES)["max_tokens"] == REASONING_ANSWER_TOKENS
+    assert raised.raised() is None  # already the largest budget
+    assert shape_for("o3").raised() is None
+
+
+@pytest.mark.parametrize(
     "model", ["gpt-4o-mini", "gpt-4o", "gpt-4.1-nano", "gpt-5-chat-latest", "llama-3.1-8b",
-              "judge-deployment", "omni-moderation-latest", "gpt-50"],
+              "judge-deployment", "omni-moderation-latest", "gpt-50", "gpt-4.5-preview",
+              "ft:gpt-4o-mini-2024-07-18:acme::abc123", "my-o3-chat", "deepseek-chat",
+              "pro3-deployment", "halo3", "gpt-5.1-chat-latest"],
 )
 def test_other_models_start_as_chat_models(model: str) -> None:
     body = shape_for(model).body(model, MESSAGES)

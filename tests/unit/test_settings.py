@@ -6,6 +6,8 @@ import pytest
 
 from consumer.cli import main
 from consumer.errors import ConfigError
+from consumer.judge_shape import REASONING_ANSWER_TOKENS
+from consumer.prompt import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, estimate_tokens
 from consumer.settings import load_settings
 
 
@@ -14,7 +16,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("MIN_ACCEPTABLE_SCORE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DELIVERY",
                  "JUDGE_MAX_CONCURRENCY", "KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_PASSWORD",
                  "KAFKA_BOOTSTRAP_SERVERS", "TRACES_TOPIC", "VERDICTS_TOPIC", "DLQ_TOPIC",
-                 "CONSUMER_GROUP", "JUDGE_MODEL", "HEALTH_PORT", "LOG_LEVEL", "LOG_FORMAT"):
+                 "CONSUMER_GROUP", "JUDGE_MODEL", "HEALTH_PORT", "LOG_LEVEL", "LOG_FORMAT",
+                 "JUDGE_TOKENS_PER_MINUTE"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -111,3 +114,31 @@ def test_no_api_key_refuses_to_start(
     err = capsys.readouterr().err
     assert "OPENAI_API_KEY" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("model", "tokens_per_minute", "minimum"),
+    [
+        pytest.param("gpt-4o-mini", "300", MAX_ANSWER_TOKENS, id="chat-model"),
+        pytest.param("o3-mini", "2000", REASONING_ANSWER_TOKENS, id="reasoning-model"),
+    ],
+)
+def test_tokens_per_minute_below_one_requests_minimum_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], model: str,
+    tokens_per_minute: str, minimum: int,
+) -> None:
+    """Below one request's minimum (answer budget + system prompt), every trace would be a
+    ``request_too_large`` error: refused at start instead, naming the minimum."""
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("JUDGE_MODEL", model)
+    monkeypatch.setenv("JUDGE_TOKENS_PER_MINUTE", tokens_per_minute)
+    needed = minimum + estimate_tokens(SYSTEM_PROMPT)
+    with pytest.raises(ConfigError, match="JUDGE_TOKENS_PER_MINUTE"):
+        load_settings()
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{needed:,}" in err
+    assert model in err
+    assert err.count("\n") == 1
+    monkeypatch.setenv("JUDGE_TOKENS_PER_MINUTE", str(needed))
+    assert load_settings().judge_tokens_per_minute == needed
