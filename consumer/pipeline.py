@@ -164,7 +164,9 @@ class Pipeline:
         cancels the fetch loop's step): once a transaction's ``EndTxn`` is sent, the broker
         commits it whatever the client does next, and only the commit's own completion tells
         the worker which outcomes are published. So the work is shielded, and it records its
-        result itself; the drain's final commit queues behind it on the lock.
+        result itself; the drain's final commit queues behind it on the lock. (That wait is
+        bounded too: if the broker is away past it, the worker exits without learning the
+        commit's fate, and publishes nothing again meanwhile.)
         """
         now = time.monotonic()
         if not force and now - self._last_commit < self._config.commit_interval_s:
