@@ -7,7 +7,8 @@
     └── JudgeError             the judge could not score one trace: an ``error`` verdict
         └── JudgeUnavailable   the judge fails for everyone: hold, back off, never commit past
 
-Foreign exceptions (openai, httpx) are mapped into this tree in one place, ``judge.py``.
+Foreign exceptions (openai, httpx) are mapped into this tree in one place,
+``judge_failures.py``.
 """
 
 from __future__ import annotations
