@@ -126,9 +126,14 @@ def test_epoch_number_timestamps_are_instants(timestamp: object, instant: str) -
         pytest.param({"project_id": "p-1", "retrieved_documents": [{"content": "a",
                                                                      "id": "d-1"}]},
                      "p-1", "d-1", id="string-ids-unchanged"),
+        pytest.param({"project_id": 12.0}, "12", None, id="whole-float-project-id"),
+        pytest.param({"project_id": -0.0}, "0", None, id="negative-zero-project-id"),
+        pytest.param({"project_id": float(2**53)}, str(2**53), None, id="largest-safe-float"),
+        pytest.param({"retrieved_documents": [{"content": "a", "id": 3.0}]}, None, "3",
+                     id="whole-float-document-id"),
     ],
 )
-def test_integer_ids_are_read_as_strings(
+def test_integer_and_whole_float_ids_are_read_as_strings(
     fields: dict[str, object], project_id: str | None, document_id: str | None
 ) -> None:
     trace = decode_trace(json.dumps({"trace_id": "t", "output": "x", **fields}).encode())
@@ -151,26 +156,6 @@ def test_integer_ids_are_read_as_strings(
 def test_an_integer_trace_id_is_read_as_its_decimal_string(trace_id: int, expected: str) -> None:
     trace = decode_trace(json.dumps({"trace_id": trace_id, "output": "x"}).encode())
     assert trace.trace_id == expected
-
-
-@pytest.mark.parametrize(
-    ("fields", "project_id", "document_id"),
-    [
-        pytest.param({"project_id": 12.0}, "12", None, id="whole-float-project-id"),
-        pytest.param({"project_id": -0.0}, "0", None, id="negative-zero-project-id"),
-        pytest.param({"project_id": float(2**53)}, str(2**53), None, id="largest-safe-float"),
-        pytest.param({"retrieved_documents": [{"content": "a", "id": 3.0}]}, None, "3",
-                     id="whole-float-document-id"),
-    ],
-)
-def test_a_whole_float_id_is_read_as_an_integer(
-    fields: dict[str, object], project_id: str | None, document_id: str | None
-) -> None:
-    trace = decode_trace(json.dumps({"trace_id": "t", "output": "x", **fields}).encode())
-    assert trace.project_id == project_id
-    if document_id is not None:
-        assert trace.retrieved_documents is not None
-        assert trace.retrieved_documents[0].id == document_id
 
 
 # A carried-along field (not read to judge) with no reading is dropped; the trace is judged.
