@@ -33,7 +33,7 @@ import openai
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from openai import AsyncOpenAI
 
-from consumer.prompt import SYSTEM_PROMPT
+from consumer.judge.prompt import SYSTEM_PROMPT
 
 THRESHOLD = 0.75
 

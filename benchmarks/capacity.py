@@ -11,9 +11,9 @@ from typing import Any
 from benchmarks.kafka import OffsetWatch, traces
 from benchmarks.scenarios import FIRST_VERDICT_TIMEOUT_S
 from benchmarks.systems import BARE, Bench, RunSpec, start_judge, start_system
-from consumer.decode import decode_trace
-from consumer.judge import build_judge
-from consumer.prompt import Limits, build_request
+from consumer.judge.client import build_judge
+from consumer.judge.prompt import Limits, build_request
+from consumer.stream.decode import decode_trace
 
 
 async def drain_backlog(

@@ -27,7 +27,7 @@ import time
 import zlib
 from typing import Any
 
-from consumer.judge_server import JudgeServer, Reply, completion
+from consumer.localjudge.server import JudgeServer, Reply, completion
 
 HANG_MARKER = b"[[hang]]"
 MAX_HANG_S = 120.0

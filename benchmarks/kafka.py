@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
-from consumer.sample import sample_traces
+from consumer.commands.sample import sample_traces
 
 HANG_MARKER = " [[hang]]"
 

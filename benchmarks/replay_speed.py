@@ -30,10 +30,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from consumer.judge_server import JudgeServer
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import Topics, create_topics, trace
+from consumer.localjudge.server import JudgeServer
+from tests.support.fake_judge import ScriptedJudge
 from tests.support.kafka import kafka_bootstrap
+from tests.support.streams import Topics, create_topics, trace
 
 
 async def produce(bootstrap: str, topic: str, count: int, base_ms: int) -> None:

@@ -14,11 +14,11 @@ from typing import Any
 
 from rich.console import Console
 
+from consumer.commands.progress import interactive
+from consumer.commands.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS
 from consumer.errors import ConfigError
 from consumer.jsonl import decode_text, read_text
-from consumer.logs import configure_logging
-from consumer.progress import interactive
-from consumer.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS
+from consumer.ops.logs import configure_logging
 from consumer.settings import Settings, load_settings
 
 EXIT_CONFIG = 2
@@ -103,7 +103,7 @@ def _settings(*, progress_bar: bool = False) -> Settings:
 
 
 def _run(_: argparse.Namespace) -> int:
-    from consumer.app import run_worker
+    from consumer.worker import run_worker
 
     settings = _settings()
     # What start-up imported (~150k objects, the openai SDK's models most of them) lives as
@@ -115,14 +115,14 @@ def _run(_: argparse.Namespace) -> int:
 
 
 def _local_judge(args: argparse.Namespace) -> int:
-    from consumer.local_judge import serve
+    from consumer.localjudge.responder import serve
 
     serve(args.host, args.port)
     return 0
 
 
 def _load_sample(args: argparse.Namespace) -> int:
-    from consumer.sample import load_sample
+    from consumer.commands.sample import load_sample
 
     settings = load_settings(require_threshold=False)
     configure_logging(settings.log_level, settings.log_format, settings.secrets())
@@ -132,8 +132,8 @@ def _load_sample(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from consumer.replay import ReplayRequest, parse_instant, replay
-    from consumer.replay_summary import summary_table
+    from consumer.commands.replay import ReplayRequest, parse_instant, replay
+    from consumer.commands.replay_summary import summary_table
 
     start = parse_instant(args.start, "--from")
     end = parse_instant(args.end, "--to") if args.end is not None else None
@@ -152,7 +152,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from consumer.offline import check
+    from consumer.commands.offline import check
 
     settings = _settings()
     try:
@@ -165,8 +165,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from consumer.eval_report import eval_table, plot_scores
-    from consumer.offline import evaluate_dataset, read_dataset
+    from consumer.commands.eval_report import eval_table, plot_scores
+    from consumer.commands.offline import evaluate_dataset, read_dataset
 
     settings = _settings(progress_bar=True)
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from consumer.errors import JudgeUnavailable
-from consumer.judge import Judge, JudgeResult
-from consumer.prompt import Limits, build_request
+from consumer.judge.client import Judge, JudgeResult
+from consumer.judge.prompt import Limits, build_request
 from consumer.redaction import known_secrets
 from consumer.verdicts import Context, errored, judged
 from schemas.trace import TraceEvent

@@ -13,7 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer.errors import ConfigError
-from consumer.judge_shape import minimum_request_tokens
+from consumer.judge.shape import minimum_request_tokens
 
 SCORE_REQUIRED = "Minimum acceptable score is required."
 SCORE_ABOVE_ONE = "Minimum acceptable score cannot exceed 1."

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from consumer.errors import JudgeError
-from consumer.prompt import PROMPT_VERSION, normalise_score
+from consumer.judge.prompt import PROMPT_VERSION, normalise_score
 from consumer.redaction import redact
 from schemas.judge import JudgeAnswer
 from schemas.trace import TraceEvent

@@ -8,7 +8,7 @@ ISO 8601 UTC instant.
 
 A value with no such reading in a field the worker only carries along (a boolean
 ``timestamp``, a list ``metadata``, an id of ``1e30``) is dropped by the decoder
-(``consumer.decode``); in a field read to judge (a boolean or float ``trace_id``, a number
+(``consumer.stream.decode``); in a field read to judge (a boolean or float ``trace_id``, a number
 ``output``) it refuses the trace.
 """
 

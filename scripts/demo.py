@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from consumer.sample import sample_traces
+from consumer.commands.sample import sample_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

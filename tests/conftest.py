@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from tests.fakes.fixtures import fake_judge
+from tests.support.fixtures import fake_judge
 from tests.support.http import http
 from tests.support.kafka import kafka_bootstrap
 

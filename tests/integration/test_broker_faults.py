@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from consumer.judge_server import JudgeServer
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import Topics, create_topics, produce
-from tests.integration.workers import (
+from consumer.localjudge.server import JudgeServer
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.kafka import KAFKA_LOCAL
+from tests.support.streams import Topics, create_topics, produce
+from tests.support.workers import (
     VerdictCollector,
     WorkerPool,
     scored_stream,
@@ -29,7 +30,6 @@ from tests.integration.workers import (
     wait_committed,
     worker_env,
 )
-from tests.support.kafka import KAFKA_LOCAL
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +135,7 @@ async def test_worker_rides_out_a_broker_restart(
     assert committed == ends
     assert not tracebacks(worker.log())
     # No busy loop while the broker is down (aiokafka's metadata retries used to spin: about
-    # 2,000 ERROR lines a second; see consumer/kafka.py).
+    # 2,000 ERROR lines a second; see consumer/stream/kafka.py).
     assert lines < 40 * (time.monotonic() - stopping), "log flood while the broker was down"
 
 

@@ -16,10 +16,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from consumer.judge_server import JudgeServer
-from consumer.pipeline import Pipeline
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import (
+from consumer.localjudge.server import JudgeServer
+from consumer.stream.pipeline import Pipeline
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.http import wait_status
+from tests.support.ports import free_port
+from tests.support.streams import (
     Topics,
     create_topics,
     group_offsets,
@@ -28,9 +30,7 @@ from tests.integration.streams import (
     read_all,
     verdicts_by_trace,
 )
-from tests.integration.workers import scored_stream, wait_committed, worker_env
-from tests.support.http import wait_status
-from tests.support.ports import free_port
+from tests.support.workers import scored_stream, wait_committed, worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from consumer.judge_server import JudgeServer
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import (
+from consumer.localjudge.server import JudgeServer
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.streams import (
     Topics,
     create_topics,
     in_process_worker,
@@ -25,7 +25,7 @@ from tests.integration.streams import (
     read_all,
     verdicts_by_trace,
 )
-from tests.integration.workers import (
+from tests.support.workers import (
     VerdictCollector,
     WorkerPool,
     scored_stream,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from consumer.judge_server import JudgeServer
-from tests.fakes.judge import PROBE, ScriptedJudge
-from tests.integration.streams import Topics, create_topics, group_offsets, produce
-from tests.integration.workers import (
+from consumer.localjudge.server import JudgeServer
+from tests.support.fake_judge import PROBE, ScriptedJudge
+from tests.support.streams import Topics, create_topics, group_offsets, produce
+from tests.support.workers import (
     VerdictCollector,
     WorkerPool,
     scored_stream,

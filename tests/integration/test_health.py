@@ -13,12 +13,12 @@ import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumer.judge_server import JudgeServer
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import Topics, create_topics, produce, read_all, trace
-from tests.integration.workers import Worker, WorkerPool, tracebacks, worker_env
+from consumer.localjudge.server import JudgeServer
+from tests.support.fake_judge import ScriptedJudge
 from tests.support.http import wait_status
 from tests.support.ports import free_port
+from tests.support.streams import Topics, create_topics, produce, read_all, trace
+from tests.support.workers import Worker, WorkerPool, tracebacks, worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from aiokafka import ConsumerRecord
 
-from consumer.judge_server import JudgeServer
-from consumer.prompt import FENCE_CLOSE, FENCE_OPEN, USER_PREAMBLE, read_data
-from tests.fakes.judge import ScriptedJudge
-from tests.hostile import (
+from consumer.judge.prompt import FENCE_CLOSE, FENCE_OPEN, USER_PREAMBLE, read_data
+from consumer.localjudge.server import JudgeServer
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.hostile import (
     CORPUS,
     DEAD_LETTERS,
     JUDGED,
@@ -24,7 +24,8 @@ from tests.hostile import (
     Judged,
     Skipped,
 )
-from tests.integration.streams import (
+from tests.support.ports import free_port
+from tests.support.streams import (
     Topics,
     create_topics,
     group_offsets,
@@ -34,7 +35,6 @@ from tests.integration.streams import (
     trace,
     verdicts_by_trace,
 )
-from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 

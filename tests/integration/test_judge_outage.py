@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from consumer.judge_server import JudgeServer
-from consumer.metrics import REGISTRY
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import (
+from consumer.localjudge.server import JudgeServer
+from consumer.ops.metrics import REGISTRY
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.streams import (
     Topics,
     create_topics,
     group_offsets,

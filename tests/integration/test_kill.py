@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from consumer.app import max_uncommitted
-from consumer.judge_server import JudgeServer
+from consumer.localjudge.server import JudgeServer
 from consumer.settings import Settings
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import Topics, create_topics, produce
-from tests.integration.workers import (
+from consumer.worker import max_uncommitted
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.streams import Topics, create_topics, produce
+from tests.support.workers import (
     VerdictCollector,
     WorkerPool,
     scored_stream,

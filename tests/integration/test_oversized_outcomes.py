@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
-from consumer.judge_server import JudgeServer, Reply, completion
-from consumer.prompt import read_data
-from tests.integration.streams import (
+from consumer.judge.prompt import read_data
+from consumer.localjudge.server import JudgeServer, Reply, completion
+from tests.support.records import Parts, filled, producible
+from tests.support.streams import (
     Topics,
     create_topics,
     in_process_worker,
@@ -26,8 +27,7 @@ from tests.integration.streams import (
     trace,
     verdicts_by_trace,
 )
-from tests.integration.workers import wait_committed
-from tests.support.records import Parts, filled, producible
+from tests.support.workers import wait_committed
 
 pytestmark = pytest.mark.integration
 

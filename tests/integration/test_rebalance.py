@@ -18,18 +18,18 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from consumer.app import max_uncommitted
 from consumer.evaluate import Evaluator
-from consumer.judge import JudgeResult
-from consumer.judge_server import JudgeServer
-from consumer.pipeline import Pipeline, PipelineConfig
-from consumer.prompt import JudgeRequest, Limits, read_data
+from consumer.judge.client import JudgeResult
+from consumer.judge.prompt import JudgeRequest, Limits, read_data
+from consumer.localjudge.server import JudgeServer
 from consumer.settings import Settings
+from consumer.stream.pipeline import Pipeline, PipelineConfig
+from consumer.worker import max_uncommitted
 from schemas.judge import JudgeAnswer
 from schemas.verdict import VerdictEvent
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import Topics, create_topics, produce, trace
-from tests.integration.workers import (
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.streams import Topics, create_topics, produce, trace
+from tests.support.workers import (
     VerdictCollector,
     WorkerPool,
     scored_stream,

@@ -15,9 +15,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from consumer.cli import main
-from consumer.judge_server import JudgeServer
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import (
+from consumer.localjudge.server import JudgeServer
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.streams import (
     Topics,
     create_topics,
     group_offsets,

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from consumer.judge_server import JudgeServer
-from tests.fakes.judge import ScriptedJudge
-from tests.integration.streams import (
+from consumer.localjudge.server import JudgeServer
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.kafka import KAFKA_LOCAL, START_TIMEOUT_S, STOP_TIMEOUT_S
+from tests.support.streams import (
     Topics,
     create_topics,
     group_offsets,
@@ -31,8 +32,7 @@ from tests.integration.streams import (
     trace,
     verdicts_by_trace,
 )
-from tests.integration.workers import WorkerPool, tracebacks, worker_env
-from tests.support.kafka import KAFKA_LOCAL, START_TIMEOUT_S, STOP_TIMEOUT_S
+from tests.support.workers import WorkerPool, tracebacks, worker_env
 
 pytestmark = pytest.mark.integration
 

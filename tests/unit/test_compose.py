@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.contract import CONTRACT_VARS
+from tests.support.contract import CONTRACT_VARS
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"

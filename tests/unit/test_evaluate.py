@@ -10,12 +10,12 @@ import httpx2
 import pytest
 from openai import AsyncOpenAI
 
-from consumer.app import make_evaluator
 from consumer.evaluate import Evaluator
-from consumer.judge import OpenAIJudge
-from consumer.prompt import Limits, read_data
-from consumer.ratelimit import JudgeLimiter
+from consumer.judge.client import OpenAIJudge
+from consumer.judge.prompt import Limits, read_data
+from consumer.judge.ratelimit import JudgeLimiter
 from consumer.settings import load_settings
+from consumer.worker import make_evaluator
 from schemas.trace import TraceEvent
 from schemas.verdict import Source
 

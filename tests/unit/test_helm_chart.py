@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.contract import WORKER_VARS
+from tests.support.contract import WORKER_VARS
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "groundedness-worker"

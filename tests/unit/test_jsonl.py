@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from consumer.heuristic import load_examples
+from consumer.commands.offline import read_dataset, read_traces
+from consumer.commands.sample import read_labelled
 from consumer.jsonl import numbered_lines, read_text
-from consumer.offline import read_dataset, read_traces
-from consumer.sample import read_labelled
+from consumer.localjudge.heuristic import load_examples
 
 # Characters str.splitlines breaks on that may stand raw in a JSON line: inside strings
 # (U+2028, U+2029, U+0085 are not JSON control characters), or, for CR, as whitespace between

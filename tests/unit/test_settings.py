@@ -6,8 +6,8 @@ import pytest
 
 from consumer.cli import main
 from consumer.errors import ConfigError
-from consumer.judge_shape import REASONING_ANSWER_TOKENS
-from consumer.prompt import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, estimate_tokens
+from consumer.judge.prompt import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, estimate_tokens
+from consumer.judge.shape import REASONING_ANSWER_TOKENS
 from consumer.settings import load_settings
 
 

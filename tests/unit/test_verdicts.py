@@ -7,7 +7,7 @@ import json
 import pytest
 
 from consumer.errors import JudgeError
-from consumer.prompt import parse_answer
+from consumer.judge.prompt import parse_answer
 from consumer.redaction import known_secrets
 from consumer.verdicts import (
     MAX_CLAIM_CHARS,

@@ -1,0 +1,166 @@
+"""What a replay adds up to: counted verdicts, a dry run's estimate, the summary and its table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from consumer.commands.calibration import percentile
+from consumer.errors import DecodeError
+from consumer.judge.prompt import Limits, build_request
+from consumer.stream.decode import decode_trace
+from schemas.verdict import VerdictEvent
+
+if TYPE_CHECKING:  # protocols only; keeps aiokafka out of `groundedness --help`
+    from consumer.stream.sink import Record, VerdictSink
+
+SCORE_KEYS = ("0.00", "0.25", "0.50", "0.75", "1.00")
+# gpt-4o-mini input price (USD per million tokens, OpenAI's list price when written); the
+# dry run's cost is an estimate: every estimated token (answer allowance included) is priced
+# at this rate.
+DEFAULT_PRICE_PER_MILLION_TOKENS = 0.15
+
+
+@dataclass(slots=True)
+class Tally:
+    """What the published verdicts add up to."""
+
+    verdicts: Counter[str] = field(default_factory=Counter)
+    scores: Counter[str] = field(default_factory=Counter)
+    latencies_ms: list[int] = field(default_factory=list)
+    tokens: Counter[str] = field(default_factory=Counter)
+
+    def add(self, verdict: VerdictEvent) -> None:
+        """Count one verdict."""
+        self.verdicts[verdict.verdict] += 1
+        if verdict.score is not None:
+            self.scores[f"{verdict.score:.2f}"] += 1
+        self.latencies_ms.append(verdict.latency_ms)
+        if verdict.usage is not None:
+            self.tokens["prompt"] += verdict.usage.prompt_tokens
+            self.tokens["completion"] += verdict.usage.completion_tokens
+            self.tokens["total"] += verdict.usage.total_tokens
+
+
+class RecordingSink:
+    """A ``VerdictSink`` that counts each verdict once the inner sink has it acknowledged."""
+
+    def __init__(self, sink: VerdictSink, tally: Tally) -> None:
+        self._sink = sink
+        self._tally = tally
+
+    async def publish(self, verdict: VerdictEvent) -> None:
+        """Publish, then count."""
+        await self._sink.publish(verdict)
+        self._tally.add(verdict)
+
+    async def dead_letter(self, record: Record, reason: str) -> None:
+        """Dead-letter (the pipeline counts these)."""
+        await self._sink.dead_letter(record, reason)
+
+
+@dataclass(slots=True)
+class DryRun:
+    """What a replay would do, read without judging or publishing."""
+
+    would_judge: int = 0
+    skipped: int = 0
+    dead_lettered: int = 0
+    estimated_tokens: int = 0
+
+    def add(self, record: Record, limits: Limits) -> None:
+        """Classify one record as the pipeline would."""
+        try:
+            trace = decode_trace(record.value)
+        except DecodeError:
+            self.dead_lettered += 1
+            return
+        if not trace.has_output:
+            self.skipped += 1
+            return
+        self.would_judge += 1
+        self.estimated_tokens += build_request(trace, limits).estimated_tokens
+
+
+def summarise(
+    window: dict[str, Any],
+    records: int,
+    elapsed_s: float,
+    outcomes: Counter[str],
+    tally: Tally | None = None,
+    dry: DryRun | None = None,
+    price_per_million_tokens: float = 0.0,
+) -> dict[str, Any]:
+    """The summary ``--summary-json`` writes (and the table shows).
+
+    ``window`` describes the replay (topic, from, to, dry_run, complete) and leads the summary.
+    """
+    tally = tally or Tally()
+    latencies = [float(ms) for ms in tally.latencies_ms]
+    summary: dict[str, Any] = {
+        **window,
+        "records": records,
+        "pass": tally.verdicts["pass"],
+        "fail": tally.verdicts["fail"],
+        "error": tally.verdicts["error"],
+        "skipped": dry.skipped if dry else outcomes["skipped"],
+        "dead_lettered": dry.dead_lettered if dry else outcomes["dead_lettered"],
+        "scores": {key: tally.scores[key] for key in SCORE_KEYS},
+        "latency_ms_p50": percentile(latencies, 50),
+        "latency_ms_p95": percentile(latencies, 95),
+        "tokens": {kind: tally.tokens[kind] for kind in ("prompt", "completion", "total")},
+        "elapsed_s": round(elapsed_s, 3),
+    }
+    if dry is not None:
+        cost = dry.estimated_tokens / 1_000_000 * price_per_million_tokens
+        summary |= {
+            "would_judge": dry.would_judge,
+            "estimated_tokens": dry.estimated_tokens,
+            "price_per_million_tokens": price_per_million_tokens,
+            "estimated_cost_usd": round(cost, 6),
+        }
+    return summary
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    """The summary for people."""
+    end = summary["to"] or "the end offsets at start"
+    title = f"replay of {summary['topic']}\nfrom {summary['from']} to {end}"
+    if summary["dry_run"]:
+        title += " (dry run)"
+    if not summary["complete"]:
+        title += " [interrupted]"
+    table = Table(title=title)
+    table.add_column("")
+    table.add_column("count", justify="right")
+    table.add_row("records read", str(summary["records"]))
+    if summary["dry_run"]:
+        table.add_row("would be judged", str(summary["would_judge"]))
+    else:
+        for kind in ("pass", "fail", "error"):
+            table.add_row(kind, str(summary[kind]))
+    table.add_row("skipped (empty output)", str(summary["skipped"]))
+    table.add_row("dead-lettered", str(summary["dead_lettered"]))
+    table.add_section()
+    if summary["dry_run"]:
+        table.add_row("estimated tokens", f"{summary['estimated_tokens']:,}")
+        price = summary["price_per_million_tokens"]
+        table.add_row(f"estimated cost at ${price:g}/M tokens",
+                      f"${summary['estimated_cost_usd']:,.4f}")
+    else:
+        for key, count in summary["scores"].items():
+            table.add_row(f"score {key}", str(count))
+        table.add_section()
+        p50, p95 = summary["latency_ms_p50"], summary["latency_ms_p95"]
+        latency = "-" if p50 is None else f"{p50:,.0f} / {p95:,.0f} ms"
+        table.add_row("judge latency p50 / p95", latency)
+        tokens = summary["tokens"]
+        table.add_row("tokens (prompt + completion)",
+                      f"{tokens['total']:,} ({tokens['prompt']:,} + {tokens['completion']:,})")
+    elapsed = summary["elapsed_s"]
+    rate = summary["records"] / elapsed if elapsed > 0 else 0.0
+    table.add_row("wall time", f"{elapsed:.1f} s ({rate:,.1f} records/s)")
+    return table

@@ -1,0 +1,69 @@
+"""``groundedness local-judge``: the chat-completions API backed by the offline heuristic.
+
+For demos without an API key. It reads the ``groundedness@v1`` data block back from the
+messages and scores it with ``heuristic.py`` (word overlap, not an LLM; its measured accuracy
+is printed by ``python -m consumer.localjudge.heuristic``). Any ``response_format`` is
+accepted: the answer is always the verdict JSON. The health probe gets ``{"ok": true}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from consumer.judge.prompt import CHARS_PER_TOKEN, PROBE_MESSAGES, read_data
+from consumer.localjudge.heuristic import assess
+from consumer.localjudge.server import JudgeServer, Reply, completion, error_reply
+
+DEFAULT_PORT = 8000
+NO_DATA_MESSAGE = (
+    "The local judge only answers groundedness@v1 requests: no fenced data block was found "
+    "in the user message."
+)
+
+
+class LocalJudge:
+    """A ``Responder`` that scores ``groundedness@v1`` requests with the offline heuristic."""
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        """Answer one chat-completions request."""
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return error_reply(400, "'messages' must be a non-empty array.", param="messages")
+        model = str(request.get("model") or "local-judge")
+        prompt_tokens = len(json.dumps(messages, ensure_ascii=False)) // CHARS_PER_TOKEN
+        try:
+            data = read_data(messages)
+        except ValueError:
+            if _is_probe(messages):
+                return Reply(body=completion('{"ok": true}', model, prompt_tokens, 3))
+            return error_reply(400, NO_DATA_MESSAGE, param="messages")
+        documents = [
+            str(doc.get("content", "")) if isinstance(doc, dict) else str(doc)
+            for doc in data.get("documents") or []
+        ]
+        assessment = assess(documents, str(data.get("answer") or ""))
+        content = json.dumps(
+            {
+                "score": assessment.score,
+                "reason": assessment.reason,
+                "unsupported_claims": list(assessment.unsupported_claims),
+            },
+            ensure_ascii=False,
+        )
+        completion_tokens = max(1, len(content) // CHARS_PER_TOKEN)
+        return Reply(body=completion(content, model, prompt_tokens, completion_tokens))
+
+
+def _is_probe(messages: list[Any]) -> bool:
+    def pairs(items: list[Any]) -> list[tuple[Any, Any]]:
+        return [(m.get("role"), m.get("content")) for m in items if isinstance(m, dict)]
+
+    return pairs(messages) == pairs(list(PROBE_MESSAGES))
+
+
+def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+    """Run the local judge on ``host:port`` until SIGTERM or SIGINT."""
+    server = JudgeServer(LocalJudge(), host=host, port=port, models=("local-judge",))
+    print(f"local judge listening on {server.url}", flush=True)
+    server.serve_forever()

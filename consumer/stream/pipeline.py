@@ -1,0 +1,349 @@
+"""Many records at once on their way from fetch to commit.
+
+The fetch loop only fetches and dispatches: each record becomes a task (decode -> skip,
+dead-letter or judge -> publish), so judge calls never block polling and records finish out
+of order within and across partitions. Commit order, which is what makes this safe:
+
+1. a record's outcome is acknowledged by the broker (or it was skipped);
+2. only then is its offset marked done in the partition's ``PartitionOffsets``;
+3. the committed offset is the watermark: the lowest offset not yet done.
+
+So nothing below a commit lacks an outcome, and a crash redelivers at most the records that
+were between fetch and commit, which is bounded by ``max_uncommitted``; at most
+``max_in_flight`` of them are being worked on (beyond either, the partitions are paused,
+and re-paused after every rebalance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Collection, Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from consumer.errors import DecodeError, PublishError
+from consumer.evaluate import Evaluator
+from consumer.judge.client import JudgeResult
+from consumer.ops import metrics
+from consumer.stream.decode import decode_trace
+from consumer.stream.offsets import OffsetTracker, PartitionOffsets
+from consumer.stream.sink import Record, VerdictSink
+from schemas.verdict import Source
+
+log = structlog.get_logger(__name__)
+
+Partition = Any  # aiokafka's TopicPartition: hashable, with .topic and .partition
+# Commits the offsets it is given and returns those that did commit.
+Commit = Callable[[dict[Partition, int]], Awaitable[dict[Partition, int]]]
+
+
+class Consumer(Protocol):
+    """The part of a Kafka consumer the pipeline drives."""
+
+    async def getmany(
+        self, *partitions: Partition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[Partition, list[Any]]: ...
+
+    def assignment(self) -> set[Partition]: ...
+
+    def pause(self, *partitions: Partition) -> None: ...
+
+    def seek(self, partition: Partition, offset: int) -> None: ...
+
+    def resume(self, *partitions: Partition) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """How much the pipeline holds and how long it waits."""
+
+    max_in_flight: int  # records fetched whose outcome is not yet acknowledged
+    max_uncommitted: int | None = None  # records between fetch and commit (default: the same)
+    drain_timeout_s: float = 45.0
+    revoke_timeout_s: float = 10.0
+    commit_interval_s: float = 0.2
+    fetch_timeout_ms: int = 200
+    final_commit_timeout_s: float = 5.0  # the drain's last commit, if the broker is away
+
+
+class Pipeline:
+    """Fetches, dispatches, tracks and commits; see the module docstring for the order."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        sink: VerdictSink,
+        evaluator: Evaluator,
+        commit: Commit,
+        config: PipelineConfig,
+    ) -> None:
+        self._consumer = consumer
+        self._sink = sink
+        self._evaluator = evaluator
+        self._commit_offsets = commit
+        self._config = config
+        self._tracker: OffsetTracker[Hashable] = OffsetTracker()
+        self._tasks: dict[Hashable, set[asyncio.Task[None]]] = {}
+        self._paused = False
+        self._last_commit = 0.0
+        # The fetch loop and the rebalance listener both commit; one at a time (a transaction
+        # per partition producer cannot overlap another).
+        self._commit_lock = asyncio.Lock()
+        self.outcomes: Counter[str] = Counter()  # pass/fail/error/skipped/dead_lettered
+        self.last_fetch_at: float | None = None  # monotonic; the liveness heartbeat (health.py)
+
+    # -- the fetch loop -------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Fetch and dispatch until ``stop`` is set, then drain and commit."""
+        try:
+            while not stop.is_set():
+                # While the broker is down, a commit (looking for the group coordinator) or a
+                # fetch (waiting out a rejoin) waits for it indefinitely inside aiokafka; a
+                # SIGTERM must not wait with them, so either step is abandoned on ``stop``.
+                if not await _unless_stopped(self._fetch_and_commit(), stop):
+                    break
+        finally:
+            await asyncio.shield(self._drain())
+
+    async def _fetch_and_commit(self) -> None:
+        await self._fetch_once()
+        await self.commit(force=False)
+
+    async def _fetch_once(self) -> None:
+        room = min(
+            self._config.max_in_flight - self._tracker.in_flight,
+            (self._config.max_uncommitted or self._config.max_in_flight)
+            - self._tracker.uncommitted,
+        )
+        self._apply_backpressure(room)
+        batches = await self._consumer.getmany(
+            timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)
+        )
+        self.last_fetch_at = time.monotonic()
+        for tp, records in batches.items():
+            offsets = self._tracker.current(tp)
+            if offsets is None:
+                # Fetched before the partition was handed over (aiokafka fetches as soon as
+                # partitions are assigned; exactly once, its producer may still be starting):
+                # put the records back and pause it until ``on_partitions_assigned``, so no
+                # record is handled before the partition's state (and its fencing producer)
+                # exists, and the loop does not fetch the same records over and over.
+                self._consumer.seek(tp, records[0].offset)
+                self._consumer.pause(tp)
+                continue
+            tasks = self._tasks.setdefault(tp, set())
+            for record in records:
+                offsets.add(record.offset)
+                task = asyncio.create_task(self._handle(tp, offsets, record))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        metrics.IN_FLIGHT.set(self._tracker.uncommitted)
+
+    def _apply_backpressure(self, room: int) -> None:
+        # Pause when full, or while the judge is down for everyone (fetching more would only
+        # queue work behind the circuit breaker); resume at half full, with hysteresis.
+        holding = self._evaluator.judge.holding
+        if (room <= 0 or holding) and not self._paused:
+            self._paused = True
+            self._consumer.pause(*self._consumer.assignment())
+            log.info("partitions_paused", uncommitted=self._tracker.uncommitted, judge_down=holding)
+        elif self._paused and not holding and room >= self._config.max_in_flight // 2:
+            self._paused = False
+            self._consumer.resume(*self._owned())
+            log.info("partitions_resumed", uncommitted=self._tracker.uncommitted)
+
+    async def commit(self, *, force: bool) -> None:
+        """Commit every watermark that moved (at most every ``commit_interval_s``).
+
+        A commit that has begun is never abandoned, even when its caller is (a SIGTERM
+        cancels the fetch loop's step): once a transaction's ``EndTxn`` is sent, the broker
+        commits it whatever the client does next, and only the commit's own completion tells
+        the worker which outcomes are published. So the work is shielded, and it records its
+        result itself; the drain's final commit queues behind it on the lock. (That wait is
+        bounded too: if the broker is away past it, the worker exits without learning the
+        commit's fate, and publishes nothing again meanwhile.)
+        """
+        now = time.monotonic()
+        if not force and now - self._last_commit < self._config.commit_interval_s:
+            return
+        self._last_commit = now
+        await asyncio.shield(self._commit_watermarks())
+
+    async def _commit_watermarks(
+        self, partitions: Collection[Partition] | None = None, *, event: str = "commit_failed"
+    ) -> None:
+        """Commit the moved watermarks (of ``partitions``, or all), one commit at a time."""
+        async with self._commit_lock:
+            # Read under the lock: a commit that finished while this one waited has moved them.
+            offsets = {
+                tp: mark for tp, mark in self._tracker.to_commit().items()
+                if partitions is None or tp in partitions
+            }
+            if not offsets:
+                return
+            try:
+                committed = await self._commit_offsets(offsets)
+            except Exception as exc:  # a rebalance in progress; the revoke path commits instead
+                log.warning(event, error=f"{type(exc).__name__}: {exc}")
+                return
+            self._tracker.committed(committed)
+        metrics.IN_FLIGHT.set(self._tracker.uncommitted)
+
+    # -- rebalances (called by the consumer's listener, between fetches) -------------------
+
+    async def on_partitions_revoked(self, revoked: Collection[Partition]) -> None:
+        """Stop, wait a bounded time for the partitions' work, commit, forget them."""
+        tasks = [task for tp in revoked for task in self._tasks.get(tp, ())]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self._config.revoke_timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.shield(self._commit_watermarks(revoked, event="revoke_commit_failed"))
+        for tp in revoked:
+            self._tracker.drop(tp)
+            self._tasks.pop(tp, None)
+        log.info("partitions_revoked", partitions=sorted(str(tp) for tp in revoked))
+
+    def on_partitions_assigned(self, assigned: Collection[Partition]) -> None:
+        """Start fresh state and dispatch from here on; aiokafka forgets pauses on
+        assignment, so re-pause if full (and resume one paused while it was handed over)."""
+        for tp in assigned:
+            self._tracker.partition(tp)
+        if assigned and self._paused:
+            self._consumer.pause(*assigned)
+        elif assigned:
+            self._consumer.resume(*assigned)
+        log.info("partitions_assigned", partitions=sorted(str(tp) for tp in assigned))
+
+    async def forget_partition(self, tp: Partition) -> None:
+        """Drop a partition's state and in-flight work, committing nothing: its outcomes are
+        gone (exactly once, with a lost producer), so it starts over from its committed
+        offset when it is handed over again."""
+        if tp in self._consumer.assignment():  # pausing a partition no longer owned raises
+            self._consumer.pause(tp)
+        self._tracker.drop(tp)  # first: a completion still on its way is discarded
+        tasks = self._tasks.pop(tp, set())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        log.info("partition_forgotten", partition=str(tp), abandoned=len(tasks))
+
+    def _owned(self) -> list[Partition]:
+        """The assigned partitions that were handed over (a partition still starting stays
+        paused)."""
+        return [tp for tp in self._consumer.assignment() if self._tracker.current(tp) is not None]
+
+    # -- one record -------------------------------------------------------------------------
+
+    async def _handle(self, tp: Partition, offsets: PartitionOffsets, record: Record) -> None:
+        bound = log.bind(topic=record.topic, partition=record.partition, offset=record.offset)
+        try:
+            await self._process(record, bound)
+        except Exception as exc:  # a bug must not stall the partition: park the record
+            bound.exception("record_failed")
+            reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
+            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
+            self.outcomes["dead_lettered"] += 1
+        # A completion for a partition revoked (and maybe re-assigned) meanwhile is dropped.
+        if self._tracker.current(tp) is offsets:
+            offsets.done(record.offset)
+
+    async def _process(self, record: Record, bound: Any) -> None:
+        try:
+            trace = decode_trace(record.value)
+        except DecodeError as exc:
+            reason = exc.reason
+            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
+            metrics.DEAD_LETTERS.inc()
+            self.outcomes["dead_lettered"] += 1
+            bound.info("record_dead_lettered", reason=reason)
+            return
+        bound = bound.bind(trace_id=trace.trace_id[:200])
+        if not trace.has_output:
+            metrics.SKIPPED.inc()
+            self.outcomes["skipped"] += 1
+            bound.debug("trace_skipped", reason="empty output")
+            return
+        source = Source(topic=record.topic, partition=record.partition, offset=record.offset)
+        evaluation = await self._evaluator.evaluate(trace, source)
+        _observe(evaluation.result)
+        verdict = evaluation.verdict
+        await self._deliver(lambda: self._sink.publish(verdict), bound)
+        metrics.VERDICTS.labels(verdict.verdict).inc()
+        self.outcomes[verdict.verdict] += 1
+        bound.info(
+            "verdict_published", verdict=verdict.verdict, score=verdict.score,
+            latency_ms=verdict.latency_ms,
+        )
+
+    async def _deliver(self, send: Callable[[], Awaitable[None]], bound: Any) -> None:
+        """Publish until the broker acknowledges: an outcome is never dropped."""
+        delay = 0.5
+        while True:
+            try:
+                await send()
+                return
+            except PublishError as exc:
+                bound.warning("publish_retry", error=str(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Stop fetching, give in-flight work the grace period, commit what finished."""
+        assignment = self._consumer.assignment()
+        if assignment:
+            self._consumer.pause(*assignment)
+        tasks = [task for tasks in self._tasks.values() for task in tasks]
+        log.info("draining", in_flight=len(tasks), timeout_s=self._config.drain_timeout_s)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self._config.drain_timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            if pending:
+                log.warning("drain_timed_out", abandoned=len(pending))
+        # Bounded too: with the broker away the commit would wait for it forever, and what
+        # it fails to commit is only redelivered (at least once) or re-judged (exactly once).
+        final = asyncio.ensure_future(self.commit(force=True))
+        await asyncio.wait({final}, timeout=self._config.final_commit_timeout_s)
+        if not final.done():
+            final.cancel()
+            log.warning("final_commit_timed_out", timeout_s=self._config.final_commit_timeout_s)
+        log.info("drained", uncommitted=self._tracker.uncommitted)
+
+
+async def _unless_stopped(work: Awaitable[None], stop: asyncio.Event) -> bool:
+    """Await ``work`` unless ``stop`` is set first: then cancel it and return False.
+
+    The cancelled work is not waited for: an aiokafka call may need the broker even to
+    unwind (a transaction's abort); the drain that follows bounds everything it waits for.
+    """
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        abandoned = not task.done()
+        if abandoned:  # stopped (or this loop itself cancelled)
+            task.cancel()
+    if abandoned:
+        return False
+    task.result()  # re-raises what the fetch or the commit raised
+    return True
+
+
+def _observe(result: JudgeResult) -> None:
+    metrics.JUDGE_LATENCY.observe(result.latency_ms / 1000)
+    metrics.JUDGE_RETRIES.inc(max(0, result.attempts - 1))
+    if result.usage is not None:
+        metrics.JUDGE_TOKENS.labels("prompt").inc(result.usage.prompt_tokens)
+        metrics.JUDGE_TOKENS.labels("completion").inc(result.usage.completion_tokens)

@@ -1,0 +1,213 @@
+"""``DELIVERY=exactly_once``: outcomes and offsets committed in one Kafka transaction.
+
+Records still finish out of order, but their outcomes wait here, per input partition, until
+the partition's watermark passes them. A commit then writes, in one transaction of that
+partition's own producer, every buffered outcome below the watermark and the watermark
+itself (``send_offsets_to_transaction``). A ``read_committed`` reader therefore sees an
+outcome exactly when its offset is committed: a crash before the commit aborts both, and the
+redelivered records are judged again without a visible duplicate.
+
+aiokafka speaks TxnOffsetCommit v0, which carries no group generation (no KIP-447), so
+fencing rests on the transactional id: one per input partition, stable across restarts and
+workers (``<group>.<topic>.<partition>``). The worker that is assigned a partition
+initialises that id, which aborts the previous owner's open transaction and fences it.
+
+A producer that can no longer commit (fenced by another owner of its id, or left in a fatal
+state by a transaction the broker timed out) is dropped with its partition's held outcomes,
+and the partition is reported lost: ``ownership.py`` starts it again from its committed
+offset. A commit that fails in a way the producer survives keeps the outcomes for the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+import structlog
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+from aiokafka.producer.transaction_manager import TransactionState
+
+from consumer.errors import PublishError
+from consumer.stream.sink import Record, dead_letter_record
+from schemas.verdict import VerdictEvent
+
+log = structlog.get_logger(__name__)
+
+ProducerFactory = Callable[[str], AIOKafkaProducer]
+LostPartition = Callable[[TopicPartition], None]
+STOP_TIMEOUT_S = 5.0
+ABORT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]] | None
+
+
+class TransactionalSink:
+    """A ``VerdictSink`` whose ``commit`` publishes outcomes and offsets atomically."""
+
+    def __init__(
+        self, make_producer: ProducerFactory, group_id: str, verdicts_topic: str, dlq_topic: str
+    ) -> None:
+        self._make_producer = make_producer
+        self._group_id = group_id
+        self._verdicts_topic = verdicts_topic
+        self._dlq_topic = dlq_topic
+        self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
+        self._outcomes: dict[TopicPartition, dict[int, _Outcome]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()  # lost producers, being stopped
+        self.on_lost: LostPartition = lambda tp: None  # set by the owner of the partitions
+
+    def transactional_id(self, tp: TopicPartition) -> str:
+        """Stable per input partition, so the next owner fences the previous one."""
+        return f"{self._group_id}.{tp.topic}.{tp.partition}"
+
+    async def publish(self, verdict: VerdictEvent) -> None:
+        """Hold the verdict until its offset is committed (in the same transaction)."""
+        source = verdict.source
+        if source is None:
+            raise PublishError("exactly-once needs the verdict's source coordinates")
+        value = verdict.model_dump_json().encode("utf-8")
+        outcome = _Outcome(self._verdicts_topic, verdict.verdict_id.encode(), value, None)
+        self._hold(TopicPartition(source.topic, source.partition), source.offset, outcome)
+
+    async def dead_letter(self, record: Record, reason: str) -> None:
+        """Hold the dead letter until its offset is committed (in the same transaction)."""
+        key, value, headers = dead_letter_record(record, reason)
+        outcome = _Outcome(self._dlq_topic, key, value, headers)
+        self._hold(TopicPartition(record.topic, record.partition), record.offset, outcome)
+
+    def _hold(self, tp: TopicPartition, offset: int, outcome: _Outcome) -> None:
+        if tp not in self._producers:
+            return  # the partition was revoked meanwhile: its new owner judges it again
+        self._outcomes.setdefault(tp, {})[offset] = outcome
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """One transaction per partition: its outcomes below the watermark, and the watermark.
+
+        Returns the offsets that committed. A partition whose transaction failed keeps its
+        outcomes for the next commit, or, if its producer cannot go on, is reported lost;
+        either way the other partitions are still committed.
+        """
+        committed: dict[TopicPartition, int] = {}
+        for tp, offset in offsets.items():
+            producer = self._producers.get(tp)
+            if producer is None:
+                continue
+            held = self._outcomes.get(tp, {})
+            ready = sorted(o for o in held if o < offset)
+            try:
+                await self._transaction(producer, tp, [held[o] for o in ready], offset)
+            except (KafkaError, AssertionError) as exc:
+                # AssertionError: aiokafka's transaction state machine refuses to begin in
+                # a fatal state (fenced, timed out) with an assert, not a KafkaError.
+                log.warning(
+                    "transaction_failed", partition=str(tp), error=f"{type(exc).__name__}: {exc}"
+                )
+                if not await _recovered(producer):
+                    self._lose(tp, producer)
+                continue
+            for o in ready:
+                del held[o]
+            committed[tp] = offset
+        return committed
+
+    async def _transaction(
+        self, producer: AIOKafkaProducer, tp: TopicPartition, outcomes: list[_Outcome],
+        offset: int,
+    ) -> None:
+        deliveries: list[asyncio.Future[object]] = []
+        try:
+            async with producer.transaction():
+                for outcome in outcomes:
+                    deliveries.append(
+                        await producer.send(
+                            outcome.topic, outcome.value, key=outcome.key, headers=outcome.headers
+                        )
+                    )
+                await producer.send_offsets_to_transaction({tp: offset}, self._group_id)
+            await asyncio.gather(*deliveries)
+        except BaseException:
+            # An aborted or fenced transaction fails its sends too: their errors are the
+            # same one, handled by the caller.
+            for delivery in deliveries:
+                delivery.add_done_callback(_retrieve)
+            raise
+
+    def _lose(self, tp: TopicPartition, producer: AIOKafkaProducer) -> None:
+        """Drop a producer that cannot commit, with the outcomes it held (never committed:
+        the partition is judged again from its committed offset), and say so."""
+        log.warning("transactional_producer_lost", partition=str(tp),
+                    transactional_id=self.transactional_id(tp))
+        if self._producers.get(tp) is producer:
+            del self._producers[tp]
+        self._outcomes.pop(tp, None)
+        self._stopping.add(task := asyncio.create_task(_stop_quietly(producer)))
+        task.add_done_callback(self._stopping.discard)
+        self.on_lost(tp)
+
+    def owns(self, tp: TopicPartition) -> bool:
+        """True once the partition's producer is initialised (and until it is lost)."""
+        return tp in self._producers
+
+    async def start_partition(self, tp: TopicPartition) -> None:
+        """Start the partition's producer; initialising its id fences the previous owner.
+
+        Raises what the start raised (the broker unreachable, the coordinator moving), after
+        stopping the half-started producer: the caller retries.
+        """
+        if tp in self._producers:
+            return  # initialised by an attempt whose later step failed: it still fences
+        producer = self._make_producer(self.transactional_id(tp))
+        try:
+            await producer.start()
+        except BaseException:
+            await _stop_quietly(producer)
+            raise
+        self._producers[tp] = producer
+
+    async def partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        """Forget the partitions' outcomes (never committed) and stop their producers."""
+        stopping = []
+        for tp in revoked:
+            self._outcomes.pop(tp, None)
+            if (producer := self._producers.pop(tp, None)) is not None:
+                stopping.append(_stop_quietly(producer))
+        await asyncio.gather(*stopping)  # at once: each may take its bound with the broker away
+
+    async def close(self) -> None:
+        """Stop every producer (the pipeline has committed what it could)."""
+        await self.partitions_revoked(list(self._producers))
+        await asyncio.gather(*self._stopping)
+
+
+async def _recovered(producer: AIOKafkaProducer) -> bool:
+    """After a failed transaction: can this producer begin another? Aborts first when the
+    failure left an abortable transaction open."""
+    manager = producer._txn_manager  # aiokafka has no public transaction state
+    if manager.state == TransactionState.ABORTABLE_ERROR:
+        try:
+            await asyncio.wait_for(producer.abort_transaction(), ABORT_TIMEOUT_S)
+        except (KafkaError, AssertionError, TimeoutError):
+            return False
+    return bool(manager.state == TransactionState.READY)
+
+
+def _retrieve(delivery: asyncio.Future[object]) -> None:
+    if not delivery.cancelled():
+        delivery.exception()
+
+
+async def _stop_quietly(producer: AIOKafkaProducer) -> None:
+    # Bounded: with the broker away stop() would retry for ~30 s, past the pod's grace
+    # period; what it still held was never committed, so it is judged again anyway.
+    try:
+        await asyncio.wait_for(producer.stop(), STOP_TIMEOUT_S)
+    except (KafkaError, TimeoutError) as exc:
+        log.warning("producer_stop_failed", error=f"{type(exc).__name__}: {exc}")

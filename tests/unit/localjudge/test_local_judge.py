@@ -1,0 +1,149 @@
+"""The local judge answers real ``groundedness@v1`` requests through the real OpenAI client."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import ResponseFormat
+
+from consumer.judge.prompt import (
+    ANSWER_JSON_SCHEMA,
+    PROBE_MESSAGES,
+    Limits,
+    build_request,
+    parse_answer,
+)
+from consumer.localjudge.responder import LocalJudge
+from consumer.localjudge.server import JudgeServer
+from schemas.trace import TraceEvent
+from tests.support.ports import free_port
+
+DOCUMENTS = ["The Eiffel Tower was completed in 1889. It is 330 metres tall."]
+RESPONSE_FORMATS: list[dict[str, Any] | None] = [
+    {"type": "json_schema", "json_schema": ANSWER_JSON_SCHEMA},
+    {"type": "json_object"},
+    None,
+]
+
+
+def messages_for(output: str, **fields: Any) -> list[ChatCompletionMessageParam]:
+    trace = TraceEvent.model_validate(
+        {"trace_id": "t-1", "output": output, "retrieved_documents": DOCUMENTS, **fields}
+    )
+    return cast("list[ChatCompletionMessageParam]", build_request(trace, Limits()).messages)
+
+
+@pytest.fixture(scope="module")
+def local_judge() -> Iterator[JudgeServer]:
+    with JudgeServer(LocalJudge()) as server:
+        yield server
+
+
+@pytest.fixture
+async def client(local_judge: JudgeServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
+        base_url=local_judge.url, api_key="unused", max_retries=0, timeout=10.0
+    ) as client:
+        yield client
+
+
+async def create(
+    client: openai.AsyncOpenAI,
+    messages: list[ChatCompletionMessageParam],
+    response_format: dict[str, Any] | None = None,
+) -> str | None:
+    completion = await client.chat.completions.create(
+        model="local-judge",
+        messages=messages,
+        response_format=cast(ResponseFormat, response_format) if response_format else openai.omit,
+    )
+    assert completion.model == "local-judge"
+    assert completion.usage is not None
+    assert completion.usage.prompt_tokens > 0
+    return completion.choices[0].message.content
+
+
+@pytest.mark.parametrize(
+    "response_format", RESPONSE_FORMATS, ids=["json_schema", "json_object", "none"]
+)
+@pytest.mark.parametrize(
+    ("output", "passes"),
+    [
+        ("The Eiffel Tower was completed in 1889.", True),
+        ("The Eiffel Tower was completed in 1925 by Napoleon.", False),
+    ],
+    ids=["supported", "unsupported"],
+)
+async def test_scores_a_real_request(
+    client: openai.AsyncOpenAI, response_format: dict[str, Any] | None, output: str, passes: bool
+) -> None:
+    answer = parse_answer(await create(client, messages_for(output), response_format))
+    assert (answer.score >= 3) is passes
+    assert answer.unsupported_claims == ([] if passes else [output])
+    assert "heuristic" in answer.reason
+
+
+async def test_task_instructions_do_not_break_reading(client: openai.AsyncOpenAI) -> None:
+    messages = messages_for("The Eiffel Tower is 330 metres tall.", input="How tall is it?")
+    answer = parse_answer(await create(client, messages))
+    assert answer.score == 5
+
+
+async def test_probe_answers_ok(client: openai.AsyncOpenAI) -> None:
+    content = await create(client, cast("list[ChatCompletionMessageParam]", PROBE_MESSAGES))
+    assert json.loads(content or "") == {"ok": True}
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": "Is the sky blue?"}],
+        [{"role": "user", "content": "```json\n{not json\n```"}],
+    ],
+    ids=["plain-question", "broken-data-block"],
+)
+async def test_request_without_a_data_block_is_a_bad_request(
+    client: openai.AsyncOpenAI, messages: list[ChatCompletionMessageParam]
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        await create(client, messages)
+    assert caught.value.param == "messages"
+    assert "groundedness@v1" in caught.value.message
+
+
+def test_serve_prints_its_url_and_stops_on_sigterm() -> None:
+    port = free_port()
+    code = f"from consumer.localjudge.responder import serve; serve('127.0.0.1', {port})"
+    root = Path(__file__).resolve().parents[3]
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        assert line == f"local judge listening on http://127.0.0.1:{port}/v1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            assert json.loads(response.read()) == {"ok": True}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()

@@ -1,0 +1,210 @@
+"""The pipeline's commit order and backpressure, with in-memory stand-ins for Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from consumer.evaluate import Evaluator
+from consumer.judge.client import JudgeResult
+from consumer.judge.prompt import JudgeRequest, Limits, read_data
+from consumer.stream.pipeline import Pipeline, PipelineConfig
+from consumer.stream.sink import Record
+from schemas.judge import JudgeAnswer
+from schemas.verdict import VerdictEvent
+
+TP = ("traces", 0)
+
+
+@dataclass(frozen=True)
+class FakeRecord:
+    offset: int
+    value: bytes | None
+    topic: str = "traces"
+    partition: int = 0
+    timestamp: int = 0
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass
+class FakeConsumer:
+    """Hands out queued records of one partition, honouring pause and seek."""
+
+    records: list[FakeRecord]
+    position: int = 0
+    paused: set[Any] = field(default_factory=set)
+    seeks: list[int] = field(default_factory=list)
+
+    async def getmany(self, *partitions: Any, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[Any, list[Any]]:
+        await asyncio.sleep(0.001)
+        if TP in self.paused or self.position >= len(self.records):
+            return {}
+        batch = self.records[self.position : self.position + (max_records or 1000)]
+        self.position += len(batch)
+        return {TP: batch}
+
+    def assignment(self) -> set[Any]:
+        return {TP}
+
+    def pause(self, *partitions: Any) -> None:
+        self.paused.update(partitions)
+
+    def resume(self, *partitions: Any) -> None:
+        self.paused.difference_update(partitions)
+
+    def seek(self, partition: Any, offset: int) -> None:
+        self.seeks.append(offset)
+        self.position = offset
+
+
+class GatedJudge:
+    """Answers each trace only when the test releases it."""
+
+    model = "gated"
+
+    def __init__(self) -> None:
+        self.gates: dict[str, asyncio.Event] = {}
+        self.holding = False
+
+    def gate(self, answer: str) -> asyncio.Event:
+        return self.gates.setdefault(answer, asyncio.Event())
+
+    async def judge(self, request: JudgeRequest) -> JudgeResult:
+        await self.gate(read_data(request.messages)["answer"]).wait()
+        return JudgeResult(JudgeAnswer(score=5, reason="ok"), None, None, 1, 1)
+
+    async def close(self) -> None:
+        return None
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.verdicts: list[VerdictEvent] = []
+        self.dead: list[tuple[int, str]] = []
+
+    async def publish(self, verdict: VerdictEvent) -> None:
+        self.verdicts.append(verdict)
+
+    async def dead_letter(self, record: Record, reason: str) -> None:
+        self.dead.append((record.offset, reason))
+
+
+def record(offset: int, answer: str | None) -> FakeRecord:
+    return FakeRecord(offset, json.dumps({"trace_id": f"t{offset}", "output": answer}).encode())
+
+
+def build(records: list[FakeRecord], max_in_flight: int = 100) -> tuple[
+        Pipeline, FakeConsumer, GatedJudge, ListSink, list[dict[Any, int]]]:
+    consumer = FakeConsumer(records)
+    judge = GatedJudge()
+    sink = ListSink()
+    commits: list[dict[Any, int]] = []
+
+    async def commit(offsets: dict[Any, int]) -> dict[Any, int]:
+        commits.append(dict(offsets))
+        return offsets
+
+    pipeline = Pipeline(consumer, sink, Evaluator(judge, 0.5, Limits()), commit,
+                        PipelineConfig(max_in_flight=max_in_flight, commit_interval_s=0))
+    return pipeline, consumer, judge, sink, commits
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0.005)
+
+
+async def test_watermark_commits_only_below_unfinished_records() -> None:
+    pipeline, _, judge, sink, commits = build(
+        [record(0, "a"), record(1, "b"), record(2, ""), record(3, None), FakeRecord(4, b"{")])
+    pipeline.on_partitions_assigned({TP})
+    stop = asyncio.Event()
+    run = asyncio.create_task(pipeline.run(stop))
+    await settle()
+    judge.gate("b").set()  # finishes before offset 0
+    await settle()
+    assert [v.trace_id for v in sink.verdicts] == ["t1"]
+    assert sink.dead == [(4, sink.dead[0][1])]
+    assert all(c[TP] == 0 for c in commits), "offset 0 is unfinished: nothing past it commits"
+    judge.gate("a").set()
+    await settle()
+    assert commits[-1][TP] == 5
+    assert pipeline.outcomes == {"pass": 2, "skipped": 2, "dead_lettered": 1}
+    stop.set()
+    await run
+
+
+async def test_records_before_the_assignment_callback_are_put_back() -> None:
+    pipeline, consumer, judge, sink, _ = build([record(0, "a"), record(1, "b")])
+    judge.gate("a").set()
+    judge.gate("b").set()
+    stop = asyncio.Event()
+    run = asyncio.create_task(pipeline.run(stop))
+    await settle()
+    assert consumer.seeks[:1] == [0]
+    assert sink.verdicts == []
+    pipeline.on_partitions_assigned({TP})
+    await settle()
+    assert sorted(v.trace_id for v in sink.verdicts) == ["t0", "t1"]
+    stop.set()
+    await run
+
+
+async def test_full_pipeline_pauses_and_resumes_at_half() -> None:
+    pipeline, consumer, judge, _, _ = build([record(i, f"x{i}") for i in range(8)],
+                                            max_in_flight=4)
+    pipeline.on_partitions_assigned({TP})
+    stop = asyncio.Event()
+    run = asyncio.create_task(pipeline.run(stop))
+    await settle()
+    assert consumer.position == 4
+    assert TP in consumer.paused
+    for i in range(2):
+        judge.gate(f"x{i}").set()
+    await settle()
+    assert consumer.position == 6, "resumed at half full, then filled up to the bound again"
+    for i in range(8):
+        judge.gate(f"x{i}").set()
+    await settle()
+    assert consumer.position == 8
+    stop.set()
+    await run
+
+
+async def test_judge_down_pauses_fetching() -> None:
+    pipeline, consumer, judge, _, _ = build([record(0, "a")])
+    judge.holding = True
+    pipeline.on_partitions_assigned({TP})
+    stop = asyncio.Event()
+    run = asyncio.create_task(pipeline.run(stop))
+    await settle()
+    assert TP in consumer.paused
+    assert consumer.position == 0
+    judge.holding = False
+    judge.gate("a").set()
+    await settle()
+    assert consumer.position == 1
+    stop.set()
+    await run
+
+
+async def test_revoked_partition_drops_late_completions() -> None:
+    pipeline, _, judge, _, commits = build([record(0, "slow"), record(1, "fast")])
+    pipeline._config = PipelineConfig(max_in_flight=100, commit_interval_s=0,
+                                      revoke_timeout_s=0.05)
+    pipeline.on_partitions_assigned({TP})
+    stop = asyncio.Event()
+    run = asyncio.create_task(pipeline.run(stop))
+    judge.gate("fast").set()
+    await settle()
+    await pipeline.on_partitions_revoked({TP})
+    assert commits[-1][TP] == 0, "the revoke commits the watermark below the slow record"
+    judge.gate("slow").set()
+    await settle()
+    assert all(c[TP] == 0 for c in commits), "the cancelled record never commits"
+    stop.set()
+    await run
