@@ -23,24 +23,29 @@ lint: venv
 	$(BIN)/mypy consumer schemas tests scripts benchmarks
 
 kafka-start:
-	@scripts/kafka-local start
+	@KAFKA_PORT=$(KAFKA_PORT) scripts/kafka-local start
 
 kafka-stop:
-	@scripts/kafka-local stop
+	@KAFKA_PORT=$(KAFKA_PORT) scripts/kafka-local stop
 
 helm:
 	@scripts/install-helm
 
-# Unit and integration tests against a real broker started by scripts/kafka-local.
-test: venv lint helm
-	KAFKA_PORT=$(KAFKA_PORT) scripts/kafka-local start
+# Unit and integration tests against a real broker started by scripts/kafka-local (which
+# finds one already running on KAFKA_PORT, and leaves it running: `make kafka-stop`).
+test: venv lint helm kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q $(PYTEST_ARGS)
 
+# No network: pure modules, in-memory stand-ins for Kafka and the judge.
 test-unit: venv
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
+# Against the same broker as `make test`; e.g. PYTEST_ARGS='-m "not slow"' skips the long ones.
+test-integration: venv kafka-start
+	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+
 demo: venv
-	$(BIN)/python scripts/demo.py
+	$(BIN)/python -m scripts.demo
 
 bench: venv
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)

@@ -13,6 +13,7 @@ from benchmarks.scenarios import FIRST_VERDICT_TIMEOUT_S
 from benchmarks.systems import BARE, Bench, RunSpec, start_judge, start_system
 from consumer.judge.client import build_judge
 from consumer.judge.prompt import Limits, build_request
+from consumer.judge.result import TraceFailed
 from consumer.stream.decode import decode_trace
 
 
@@ -112,7 +113,7 @@ async def judge_capacity(
     async def caller() -> None:
         while (now := time.monotonic()) < end:
             result = await client.judge(request)
-            if result.error is not None:
+            if isinstance(result, TraceFailed):
                 errors[0] += 1  # e.g. the stdlib server's listen backlog (5) overflowing
                 continue
             completed[0] += 1

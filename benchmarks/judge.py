@@ -1,13 +1,14 @@
 """A lean chat-completions judge for benchmarks: one asyncio process, a fixed latency.
 
-It speaks just enough HTTP/1.1 (keep-alive, ``Content-Length`` bodies) for the real openai
-client, so the worker and the baselines are measured through the SDK they ship with. A
-request whose body holds ``[[hang]]`` gets no answer until the client gives up. Every
+An ``aiohttp.web`` app on the process's own event loop, so the worker and the baselines are
+measured through the real openai client they ship with. A request whose body holds
+``[[hang]]`` gets no answer until the client gives up (at most ``MAX_HANG_S``). Every
 chat-completions arrival is recorded with ``time.monotonic()`` (one clock for every process
 on Linux), readable at ``GET /stats`` and ``GET /stats/arrivals``.
 
-``--server threading`` serves the same answers through the project's stdlib
-``JudgeServer`` instead, so the harness can compare the two as fake judges.
+``--server threading`` serves the same answers through the project's ``JudgeServer`` instead
+(the tests' fake judge: a ``Responder`` behind aiohttp on a thread of its own), so the harness
+can compare the two as fake judges.
 
     python -m benchmarks.judge --latency 0.5 [--jitter 0.2] [--port 0] [--server asyncio|threading]
 
@@ -18,16 +19,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import random
 import signal
 import sys
 import time
 import zlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from consumer.localjudge.server import JudgeServer, Reply, completion
+from aiohttp import web
+
+from consumer.localjudge.replies import Reply, completion
+from consumer.localjudge.server import JudgeServer
 
 HANG_MARKER = b"[[hang]]"
 MAX_HANG_S = 120.0
@@ -85,99 +89,67 @@ class Answers:
 # -- the asyncio server ------------------------------------------------------------------------
 
 
-def _response(status: int, payload: bytes, close: bool = False) -> bytes:
-    reason = {200: "OK", 404: "Not Found", 400: "Bad Request"}.get(status, "Error")
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(payload)}\r\n"
-        f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n"
-    )
-    return head.encode("latin-1") + payload
+def bench_handler(answers: Answers) -> Callable[[web.BaseRequest], Awaitable[web.Response]]:
+    """The benchmark judge's routes over ``answers``: one function on aiohttp's low-level
+    server (no router, no middleware: the least CPU per call)."""
+    listed = json.dumps({"object": "list", "data": [
+        {"id": MODEL, "object": "model", "created": 0, "owned_by": "bench"}]}).encode()
+
+    async def handle(request: web.BaseRequest) -> web.Response:
+        path = request.path.rstrip("/")
+        if request.method == "POST" and path in CHAT_PATHS:
+            body = await request.read()
+            if answers.arrive(body):
+                # Answer nothing: the client times out and hangs up, which cancels this wait.
+                await asyncio.sleep(MAX_HANG_S)
+                return _json(504, b'{"error": {"message": "hung for the longest hang"}}')
+            if answers.latency_s > 0:
+                await asyncio.sleep(answers.delay_s())
+            return _json(200, answers.answer(body))
+        if request.method == "GET" and path.startswith("/stats"):
+            return _json(200, answers.stats(path.endswith("arrivals")))
+        if request.method == "GET" and path in ("/v1/models", "/models"):
+            return _json(200, listed)
+        if request.method == "GET" and path == "/healthz":
+            return _json(200, b'{"ok": true}')
+        return _json(404, b'{"error": {"message": "not found"}}')
+
+    return handle
 
 
-async def _serve_connection(
-    answers: Answers, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
-    try:
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                return
-            lines = head.decode("latin-1").split("\r\n")
-            method, target, _ = lines[0].split(" ", 2)
-            length, close = 0, False
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                name = name.strip().lower()
-                if name == "content-length":
-                    length = int(value)
-                elif name == "connection":
-                    close = value.strip().lower() == "close"
-            body = await reader.readexactly(length) if length else b""
-            path = target.split("?", 1)[0].rstrip("/")
-            if method == "POST" and path in CHAT_PATHS:
-                if answers.arrive(body):
-                    # Answer nothing: wait for the client to time out and hang up.
-                    with contextlib.suppress(TimeoutError, ConnectionError):
-                        await asyncio.wait_for(reader.read(), MAX_HANG_S)
-                    return
-                if answers.latency_s > 0:
-                    await asyncio.sleep(answers.delay_s())
-                writer.write(_response(200, answers.answer(body), close))
-            elif method == "GET" and path.startswith("/stats"):
-                writer.write(_response(200, answers.stats(path.endswith("arrivals")), close))
-            elif method == "GET" and path in ("/v1/models", "/models"):
-                models = [{"id": MODEL, "object": "model", "created": 0, "owned_by": "bench"}]
-                writer.write(_response(200, json.dumps({"object": "list", "data": models})
-                                       .encode(), close))
-            elif method == "GET" and path == "/healthz":
-                writer.write(_response(200, b'{"ok": true}', close))
-            else:
-                writer.write(_response(404, b'{"error": {"message": "not found"}}', close))
-            await writer.drain()
-            if close:
-                return
-    except ConnectionError:
-        return
-    finally:
-        writer.close()
+def _json(status: int, payload: bytes) -> web.Response:
+    return web.Response(status=status, body=payload, content_type="application/json")
+
+
+async def start_asyncio(answers: Answers, host: str, port: int) -> web.ServerRunner:
+    """Serve ``answers`` on ``host:port`` (0: any free port); the runner, whose ``addresses``
+    give the port and whose ``cleanup()`` hangs up on every open connection."""
+    server = web.Server(bench_handler(answers), access_log=None, handler_cancellation=True)
+    runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=2.0)
+    await runner.setup()
+    await web.TCPSite(runner, host, port, backlog=1024).start()
+    return runner
 
 
 async def serve_asyncio(answers: Answers, host: str, port: int) -> None:
     """Serve until SIGTERM or SIGINT, then hang up on every open connection."""
-    open_connections: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
-
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        open_connections[task] = writer
-        try:
-            await _serve_connection(answers, reader, writer)
-        finally:
-            open_connections.pop(task, None)
-
-    server = await asyncio.start_server(connection, host, port, backlog=1024)
-    bound = server.sockets[0].getsockname()[1]
-    print(f"port {bound}", flush=True)
+    runner = await start_asyncio(answers, host, port)
+    print(f"port {runner.addresses[0][1]}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with server:
+    try:
         await stop.wait()
-        server.close()
-        for writer in open_connections.values():
-            writer.close()  # their readers see EOF and the tasks end by themselves
-        if open_connections:
-            await asyncio.wait(list(open_connections), timeout=2.0)
+    finally:
+        await runner.cleanup()
 
 
-# -- the same answers through the project's stdlib server --------------------------------------
+# -- the same answers through the project's JudgeServer ---------------------------------------
 
 
 def serve_threading(answers: Answers, host: str, port: int) -> None:
-    """Serve with ``JudgeServer`` (ThreadingHTTPServer) until SIGTERM or SIGINT."""
+    """Serve with ``JudgeServer`` (a responder, aiohttp in a thread) until SIGTERM or SIGINT."""
 
     def respond(request: dict[str, Any]) -> Reply:
         body = json.dumps(request).encode()

@@ -1,4 +1,5 @@
-"""The broker side of a benchmark: topics, a backlog of realistic traces, verdict timestamps."""
+"""The broker side of a benchmark: a backlog of realistic traces, verdict timestamps, and the
+cleanup of its topics (created with ``scripts/kafka/broker.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from consumer.commands.sample import sample_traces
@@ -57,19 +58,6 @@ def traces(
             "project_id": "bench",
             "metadata": {"row": row["trace_id"]},
         }
-
-
-async def create_topics(bootstrap: str, specs: dict[str, int]) -> None:
-    """Create topics (name -> partitions)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([
-            NewTopic(name, num_partitions=partitions, replication_factor=1)
-            for name, partitions in specs.items()
-        ])
-    finally:
-        await admin.close()
 
 
 async def delete_topics(bootstrap: str, names: list[str]) -> None:

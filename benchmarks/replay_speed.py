@@ -1,16 +1,18 @@
 """Replay speed against the Little's-law bound: verdicts/s <= concurrency / judge latency.
 
-Produces ``--count`` traces (explicit timestamps) to a fresh 3-partition topic, serves the
-fake judge with a fixed latency, runs ``groundedness replay`` over the window as a separate
-process, and compares the verdicts per second (from the replay's own summary: first fetch to
-last outcome acknowledged) with the bound. Judge latency percentiles in the summary count
-from the evaluation's start, so they include waiting for one of the judge's slots. The replay
-process's CPU time per verdict says how far a busy (or small) machine holds it below the
-bound: at ``c`` ms of CPU per verdict one event loop cannot exceed ``1000 / c`` verdicts/s.
+Produces ``--count`` traces (explicit timestamps) to a fresh 3-partition topic, starts the
+benchmark judge (``benchmarks.judge``) with a fixed latency, runs ``groundedness replay`` over
+the window as a separate process, and compares the verdicts per second (from the replay's own
+summary: first fetch to last outcome acknowledged) with the bound. Judge latency percentiles
+in the summary count from the evaluation's start, so they include waiting for one of the
+judge's slots. The replay process's CPU time per verdict says how far a busy (or small)
+machine holds it below the bound: at ``c`` ms of CPU per verdict one event loop cannot exceed
+``1000 / c`` verdicts/s.
 
     python -m benchmarks.replay_speed [--count 2000] [--concurrency 16] [--latency 0.2]
 
-Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else starts ``scripts/kafka-local``.
+Uses ``KAFKA_BOOTSTRAP_SERVERS`` when set, else a broker from ``scripts/kafka/broker.py``; the
+topics it creates are deleted at the end.
 """
 
 from __future__ import annotations
@@ -24,16 +26,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from consumer.localjudge.server import JudgeServer
-from tests.support.fake_judge import ScriptedJudge
-from tests.support.kafka import kafka_bootstrap
-from tests.support.streams import Topics, create_topics, trace
+from benchmarks.systems import Bench, start_judge
+from scripts.kafka.broker import kafka_bootstrap
 
 
 async def produce(bootstrap: str, topic: str, count: int, base_ms: int) -> None:
@@ -44,7 +45,8 @@ async def produce(bootstrap: str, topic: str, count: int, base_ms: int) -> None:
     try:
         partitions = sorted(await producer.partitions_for(topic))
         for i in range(count):
-            value = trace(f"bench-{i}", f"Answer number {i}.", retrieved_documents=["A doc."])
+            value = json.dumps({"trace_id": f"bench-{i}", "output": f"Answer number {i}.",
+                                "retrieved_documents": ["A doc."]}).encode()
             await producer.send(topic, value, partition=partitions[i % len(partitions)],
                                 timestamp_ms=base_ms + i)
         await producer.flush()
@@ -67,30 +69,37 @@ def run_replay(env: dict[str, str], start_iso: str, summary: Path) -> tuple[int,
     return done.returncode, wall_s, cpu_s
 
 
-def measure(count: int, concurrency: int, latency_s: float) -> dict[str, Any]:
+async def measure(count: int, concurrency: int, latency_s: float) -> dict[str, Any]:
     """One replay of ``count`` traces; the figures."""
     bootstrap, cleanup = kafka_bootstrap()
-    judge = ScriptedJudge()
-    judge.latency_s = latency_s
-    topics = Topics.fresh("replay-bench")
+    scratch = Path(tempfile.mkdtemp(prefix="groundedness-replay-bench-"))
+    bench = Bench(bootstrap, uuid.uuid4().hex[:8], scratch)
     base_ms = int(time.time() * 1000) - 600_000
     try:
-        asyncio.run(create_topics(bootstrap, topics, partitions=3))
-        asyncio.run(produce(bootstrap, topics.traces, count, base_ms))
-        with JudgeServer(judge, models=("scripted-judge",)) as server, \
-                tempfile.TemporaryDirectory() as scratch:
-            env = dict(os.environ) | topics.env(bootstrap) | {
-                "OPENAI_API_KEY": "bench", "OPENAI_BASE_URL": server.url,
-                "JUDGE_MODEL": "scripted-judge", "MIN_ACCEPTABLE_SCORE": "0.5",
-                "JUDGE_MAX_CONCURRENCY": str(concurrency), "LOG_LEVEL": "warning",
-            }
+        traces_topic = await bench.topic("traces", partitions=3)
+        env = dict(os.environ) | {
+            "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "TRACES_TOPIC": traces_topic,
+            "VERDICTS_TOPIC": await bench.topic("verdicts"), "DLQ_TOPIC": await bench.topic("dlq"),
+            "CONSUMER_GROUP": bench.name("group"), "MIN_ACCEPTABLE_SCORE": "0.5",
+            "JUDGE_MAX_CONCURRENCY": str(concurrency), "LOG_LEVEL": "warning",
+        }
+        await produce(bootstrap, traces_topic, count, base_ms)
+        judge = await start_judge(bench, latency_s)
+        try:
+            env |= {"OPENAI_API_KEY": "bench", "OPENAI_BASE_URL": judge.url,
+                    "JUDGE_MODEL": "bench-judge"}
             start_iso = datetime.fromtimestamp(base_ms / 1000, UTC).isoformat()
-            summary_path = Path(scratch) / "summary.json"
-            code, wall_s, cpu_s = run_replay(env, start_iso, summary_path)
+            summary_path = scratch / "summary.json"
+            code, wall_s, cpu_s = await asyncio.to_thread(run_replay, env, start_iso,
+                                                          summary_path)
             if code != 0:
                 raise SystemExit(f"replay exited {code}")
             summary = json.loads(summary_path.read_text())
+            judge_requests = (await judge.stats())["count"]
+        finally:
+            await judge.stop()
     finally:
+        await bench.cleanup()
         cleanup()
     verdicts = summary["pass"] + summary["fail"] + summary["error"]
     rate = verdicts / summary["elapsed_s"]
@@ -111,7 +120,7 @@ def measure(count: int, concurrency: int, latency_s: float) -> dict[str, Any]:
         "share_of_bound": round(rate / bound, 3),
         "judge_latency_ms_p50": summary["latency_ms_p50"],
         "judge_latency_ms_p95": summary["latency_ms_p95"],
-        "judge_requests": judge.count(),
+        "judge_requests": judge_requests,
     }
 
 
@@ -122,7 +131,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.2, help="judge latency, seconds")
     args = parser.parse_args()
-    figures = measure(args.count, args.concurrency, args.latency)
+    figures = asyncio.run(measure(args.count, args.concurrency, args.latency))
     print(json.dumps(figures, indent=2))
     return 0
 

@@ -36,6 +36,7 @@ from benchmarks.report import compare, markdown, medians, plot, write_json
 from benchmarks.scenarios import Window
 from benchmarks.systems import BARE, BATCH_GATHER, SEQUENTIAL, WORKER, Bench
 from benchmarks.targets import evaluate, hang_ceiling, max_timeout_for
+from scripts.kafka.broker import kafka_bootstrap
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("judge", "throughput", "hangs", "startup", "rate", "memory")
@@ -223,15 +224,6 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def _bootstrap() -> str:
-    address = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-    if address:
-        return address
-    from tests.support.kafka import kafka_bootstrap
-
-    return kafka_bootstrap()[0]
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every selected scenario, in order; the results as one dict."""
     sizes = QUICK if args.quick else DEFAULT
@@ -240,7 +232,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if unknown:
         raise SystemExit(f"unknown scenario(s): {', '.join(sorted(unknown))}")
     log_dir = Path(tempfile.mkdtemp(prefix="groundedness-bench-"))
-    bench = Bench(_bootstrap(), time.strftime("%m%d%H%M%S") + uuid.uuid4().hex[:4], log_dir)
+    bench = Bench(kafka_bootstrap()[0], time.strftime("%m%d%H%M%S") + uuid.uuid4().hex[:4], log_dir)
     started = time.monotonic()
     results: dict[str, Any] = {
         "meta": {

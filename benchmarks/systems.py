@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kafka import create_topics, delete_topics
+from benchmarks.kafka import delete_topics
 from benchmarks.procs import Child, groundedness, python_module, spawn
+from scripts.kafka.broker import create_topics
 
 WORKER = "worker"
 SEQUENTIAL = "sequential"

@@ -1,14 +1,18 @@
 """The worker's exceptions, one tree.
 
     WorkerError
-    ├── ConfigError            bad configuration: refuse to start (settings.py)
+    ├── ConfigError            bad configuration: refuse to start, exit 2
     ├── DecodeError            a record is not a valid trace: dead-letter it
     ├── PublishError           the broker did not take an outcome: retry, never commit past
-    └── JudgeError             the judge could not score one trace: an ``error`` verdict
-        └── JudgeUnavailable   the judge fails for everyone: hold, back off, never commit past
+    ├── JudgeError             the judge could not score one trace: an ``error`` verdict
+    └── JudgeUnavailable       the judge fails for everyone: hold, back off, never commit past
 
-Foreign exceptions (openai, httpx) are mapped into this tree in one place,
-``judge_failures.py``.
+``JudgeUnavailable`` is a sibling of ``JudgeError``, not a kind of it: an ``except JudgeError``
+must never swallow an outage. A ``JudgeError`` stays inside the judge (the answer parser raises
+it); what leaves the judge is a value, ``judge.result.TraceFailed``, never the exception.
+
+Foreign exceptions are mapped into this tree in one place per library: openai and httpx in
+``consumer/judge/failures.py``, aiokafka in ``consumer/stream/kafka_errors.py``.
 """
 
 from __future__ import annotations
@@ -43,5 +47,10 @@ class JudgeError(WorkerError):
         self.message = message
 
 
-class JudgeUnavailable(JudgeError):
+class JudgeUnavailable(WorkerError):
     """The judge is failing for everyone (refused, 5xx, 429 storm): not this trace's fault."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message

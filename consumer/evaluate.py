@@ -6,10 +6,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from consumer.errors import JudgeUnavailable
-from consumer.judge.client import Judge, JudgeResult
 from consumer.judge.prompt import Limits, build_request
+from consumer.judge.result import Judge, JudgeResult
 from consumer.redaction import known_secrets
-from consumer.verdicts import Context, errored, judged
+from consumer.verdicts import Context, verdict_for
 from schemas.trace import TraceEvent
 from schemas.verdict import Source, VerdictEvent
 
@@ -44,9 +44,4 @@ class Evaluator:
                 continue  # the next call waits at the judge's circuit breaker
         ctx = Context(self.judge.model, self.threshold, request.truncation, source,
                       self.secrets)
-        if result.answer is not None:
-            verdict = judged(trace, result.answer, result.usage, result.latency_ms, ctx)
-        else:
-            assert result.error is not None  # noqa: S101 - a result holds one or the other
-            verdict = errored(trace, result.error, result.usage, result.latency_ms, ctx)
-        return Evaluation(verdict, result)
+        return Evaluation(verdict_for(trace, result, ctx), result)

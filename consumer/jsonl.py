@@ -1,6 +1,7 @@
 """JSON lines, split the way the format defines them: on ``\\n`` only (a ``\\r\\n`` ending is
-tolerated), from UTF-8 with or without a byte-order mark. Every reader of JSONL in the worker
-goes through here.
+tolerated), from UTF-8 with or without a byte-order mark; and the labelled rows that ``eval``,
+``load-sample`` and the heuristic's measurement read. Every reader of JSONL in the worker goes
+through here.
 
 ``str.splitlines`` and Python's universal newlines also break on a lone ``\\r``, U+0085,
 U+2028, U+2029 and a few control characters. The first may stand raw between the tokens of a
@@ -10,8 +11,33 @@ into two invalid ones.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+LABELLED_SAMPLE = Path(__file__).parent / "data" / "factcheck-gpt-sample.jsonl"
+LABELS = ("grounded", "ungrounded")
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRow:
+    """One labelled trace (``id``, ``input``, ``documents``, ``output``, ``label``,
+    ``source``) and the line it was read from."""
+
+    line: int
+    id: str  # the row's ``id``, or ``line-N`` when it has none
+    input: Any
+    documents: Any  # as written (a list unless the row is wrong; the trace schema checks)
+    output: Any
+    label: str  # one of LABELS
+    source: Any = None
+
+    @property
+    def grounded(self) -> bool:
+        """Did people judge the answer grounded in the documents?"""
+        return self.label == "grounded"
 
 
 def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -31,3 +57,34 @@ def read_text(path: Path) -> str:
 def decode_text(data: bytes) -> str:
     """UTF-8 bytes as text, a leading byte-order mark dropped (Windows editors write one)."""
     return data.decode("utf-8-sig")
+
+
+def parse_labelled(text: str, name: str = "<labelled>") -> list[LabelledRow]:
+    """The rows of labelled JSON lines; ValueError ``NAME:LINE: why`` for the first bad row."""
+    rows: list[LabelledRow] = []
+    for number, line in numbered_lines(text):
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+            label = row.get("label")
+            if label not in LABELS:
+                raise ValueError(f"label must be grounded or ungrounded, got {label!r}")
+        except ValueError as exc:
+            detail = str(exc).splitlines()[0]
+            raise ValueError(f"{name}:{number}: {detail}") from exc
+        rows.append(LabelledRow(
+            line=number,
+            id=str(row.get("id") or f"line-{number}"),
+            input=row.get("input"),
+            documents=row.get("documents") or [],
+            output=row.get("output"),
+            label=label,
+            source=row.get("source"),
+        ))
+    return rows
+
+
+def read_labelled(path: Path = LABELLED_SAMPLE) -> list[LabelledRow]:
+    """A labelled JSONL file's rows (default: the bundled sample, see ``data/README.md``)."""
+    return parse_labelled(read_text(path), str(path))

@@ -1,4 +1,5 @@
-"""(trace, judge result) -> ``VerdictEvent``, with a deterministic id.
+"""(trace, judge result) -> ``VerdictEvent``, with a deterministic id: an answer becomes a
+pass or fail verdict, a trace's failure an ``error`` verdict.
 
 What the judge wrote (its reason and claims, an error's message) can quote anything the
 endpoint saw, the request's credentials included: known secrets are redacted from it, as in
@@ -14,12 +15,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from consumer.errors import JudgeError
 from consumer.judge.prompt import PROMPT_VERSION, normalise_score
+from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.redaction import redact
-from schemas.judge import JudgeAnswer
 from schemas.trace import TraceEvent
-from schemas.verdict import Source, Truncation, Usage, VerdictError, VerdictEvent
+from schemas.verdict import Source, Truncation, VerdictError, VerdictEvent
 
 # A fixed namespace: the same trace under the same prompt version always maps to one id.
 VERDICT_NAMESPACE = uuid.UUID("6f1c4c1e-8d1b-4b52-9a57-0c2a7e3f9b10")
@@ -47,10 +47,18 @@ class Context:
     secrets: tuple[str, ...] = ()  # known_secrets(...): redacted from what the judge wrote
 
 
-def judged(
-    trace: TraceEvent, answer: JudgeAnswer, usage: Usage | None, latency_ms: int, ctx: Context
-) -> VerdictEvent:
+def verdict_for(trace: TraceEvent, result: JudgeResult, ctx: Context) -> VerdictEvent:
+    """The verdict on a judge result: ``judged`` for an answer, ``errored`` for a failure."""
+    match result:
+        case Answered():
+            return judged(trace, result, ctx)
+        case TraceFailed():
+            return errored(trace, result, ctx)
+
+
+def judged(trace: TraceEvent, answered: Answered, ctx: Context) -> VerdictEvent:
     """A pass or fail verdict: pass when the score is at or above the threshold."""
+    answer = answered.answer
     score = normalise_score(answer.score)
     return VerdictEvent(
         verdict_id=verdict_id(trace.trace_id),
@@ -66,16 +74,14 @@ def judged(
                             for claim in answer.unsupported_claims[:MAX_CLAIMS]],
         error=None,
         truncation=ctx.truncation,
-        usage=usage,
-        latency_ms=latency_ms,
+        usage=answered.usage,
+        latency_ms=answered.latency_ms,
         evaluated_at=_now(),
         source=ctx.source,
     )
 
 
-def errored(
-    trace: TraceEvent, error: JudgeError, usage: Usage | None, latency_ms: int, ctx: Context
-) -> VerdictEvent:
+def errored(trace: TraceEvent, failed: TraceFailed, ctx: Context) -> VerdictEvent:
     """An error verdict: the check could not decide; no score, never a pass."""
     return VerdictEvent(
         verdict_id=verdict_id(trace.trace_id),
@@ -89,12 +95,12 @@ def errored(
         reason=None,
         unsupported_claims=[],
         error=VerdictError(
-            type=error.kind,
-            message=cut(redact(error.message, ctx.secrets), MAX_ERROR_MESSAGE_CHARS),
+            type=failed.kind,
+            message=cut(redact(failed.message, ctx.secrets), MAX_ERROR_MESSAGE_CHARS),
         ),
         truncation=ctx.truncation,
-        usage=usage,
-        latency_ms=latency_ms,
+        usage=failed.usage,
+        latency_ms=failed.latency_ms,
         evaluated_at=_now(),
         source=ctx.source,
     )

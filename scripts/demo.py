@@ -11,30 +11,24 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 from consumer.commands.sample import sample_traces
+from scripts.kafka.broker import create_topics
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 console = Console()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_kafka() -> str:
@@ -57,43 +51,22 @@ def start_local_judge(env: dict[str, str]) -> subprocess.Popen[bytes] | None:
             f"({env.get('JUDGE_MODEL', 'gpt-4o-mini')})"
         )
         return None
-    port = free_port()
+    # Port 0: the judge binds a free port, then prints "local judge listening on URL" first.
     judge = subprocess.Popen(
-        [str(BIN / "groundedness"), "local-judge", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
+        [str(BIN / "groundedness"), "local-judge", "--port", "0"], stdout=subprocess.PIPE
     )
+    line = (judge.stdout.readline() if judge.stdout is not None else b"").decode().strip()
+    if not line.startswith("local judge listening on "):
+        judge.kill()
+        judge.wait()
+        raise SystemExit(f"the local judge did not start: {line or 'it exited'}")
+    url = line.rsplit(" ", 1)[1]
     env["OPENAI_API_KEY"] = "local-judge"
-    env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
-    env.setdefault("JUDGE_MODEL", "local-heuristic")
-    wait_for_port(port)
+    env["OPENAI_BASE_URL"] = url
+    env.setdefault("JUDGE_MODEL", "local-heuristic")  # a model the local judge lists
+    port = urlsplit(url).port
     console.print(f"judge: no OPENAI_API_KEY, so the offline local judge on port {port}")
     return judge
-
-
-def wait_for_port(port: int, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise SystemExit(f"the local judge did not open port {port}")
-
-
-async def create_topics(bootstrap: str, env: dict[str, str]) -> None:
-    """The demo's own topics: traces over 3 partitions, so records finish out of order."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics(
-            [
-                NewTopic(env["TRACES_TOPIC"], num_partitions=3, replication_factor=1),
-                NewTopic(env["VERDICTS_TOPIC"], num_partitions=1, replication_factor=1),
-                NewTopic(env["DLQ_TOPIC"], num_partitions=1, replication_factor=1),
-            ]
-        )
-    finally:
-        await admin.close()
 
 
 async def collect(
@@ -168,7 +141,9 @@ def main() -> int:
     worker: subprocess.Popen[bytes] | None = None
     try:
         traces = sample_traces()
-        asyncio.run(create_topics(bootstrap, env))
+        # Traces over 3 partitions, so records finish out of order.
+        topics = {env["TRACES_TOPIC"]: 3, env["VERDICTS_TOPIC"]: 1, env["DLQ_TOPIC"]: 1}
+        asyncio.run(create_topics(bootstrap, topics))
         subprocess.run([str(BIN / "groundedness"), "load-sample"], env=env, check=True)
         started = time.monotonic()
         worker = subprocess.Popen([str(BIN / "groundedness"), "run"], env=env)

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
+from scripts.kafka.broker import kafka_bootstrap
 from tests.support.fixtures import fake_judge
 from tests.support.http import http
-from tests.support.kafka import kafka_bootstrap
 
 __all__ = ["fake_judge", "http"]
 

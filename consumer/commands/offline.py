@@ -23,15 +23,14 @@ from consumer.commands.calibration import Confusion, best_threshold, confusion, 
 from consumer.commands.progress import Reporter
 from consumer.errors import ConfigError, DecodeError
 from consumer.evaluate import Evaluation, Evaluator
-from consumer.jsonl import numbered_lines, read_text
+from consumer.jsonl import numbered_lines, parse_labelled, read_text
 from consumer.settings import Settings
 from consumer.stream.decode import decode_trace
-from consumer.worker import make_evaluator, max_in_flight
+from consumer.wiring import make_evaluator, max_in_flight
 from schemas.trace import TraceEvent
 
 EXIT_OK = 0
 EXIT_NOT_ALL_JUDGED = 1
-LABELS = {"grounded": False, "ungrounded": True}  # -> is the positive (ungrounded) class
 
 
 async def evaluate_in_order(
@@ -125,25 +124,23 @@ def read_dataset(path: Path) -> list[Labelled]:
         text = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"--dataset: cannot read {path}: {exc}") from exc
+    try:
+        labelled = parse_labelled(text, str(path))
+    except ValueError as exc:
+        raise ConfigError(f"--dataset: {exc}") from exc
     rows: list[Labelled] = []
-    for number, line in numbered_lines(text):
+    for row in labelled:
         try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("not a JSON object")
-            label = row.get("label")
-            if label not in LABELS:
-                raise ValueError(f"label must be grounded or ungrounded, got {label!r}")
             trace = TraceEvent.model_validate({
-                "trace_id": str(row.get("id") or f"line-{number}"),
-                "input": row.get("input"),
-                "output": row.get("output"),
-                "retrieved_documents": row.get("documents") or [],
+                "trace_id": row.id,
+                "input": row.input,
+                "output": row.output,
+                "retrieved_documents": row.documents,
             })
-        except (ValueError, ValidationError) as exc:
+        except ValidationError as exc:
             detail = str(exc).splitlines()[0]
-            raise ConfigError(f"--dataset: {path}:{number}: {detail}") from exc
-        rows.append(Labelled(trace, LABELS[label]))
+            raise ConfigError(f"--dataset: {path}:{row.line}: {detail}") from exc
+        rows.append(Labelled(trace, not row.grounded))
     return rows
 
 

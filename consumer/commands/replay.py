@@ -25,8 +25,9 @@ from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaError
 
+from consumer import wiring
 from consumer.commands.progress import Reporter
 from consumer.commands.replay_summary import (
     DEFAULT_PRICE_PER_MILLION_TOKENS,
@@ -40,16 +41,9 @@ from consumer.errors import ConfigError
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.settings import Settings
-from consumer.stream.kafka import client_options
-from consumer.stream.pipeline import Partition, Pipeline, PipelineConfig
-from consumer.stream.sink import KafkaVerdictSink
-from consumer.worker import (
-    create_producer,
-    install_signal_handlers,
-    make_evaluator,
-    max_in_flight,
-    max_uncommitted,
-)
+from consumer.stream import aiokafka_compat
+from consumer.stream.partitions import Partition
+from consumer.stream.pipeline import Pipeline
 
 log = structlog.get_logger(__name__)
 
@@ -91,33 +85,15 @@ class ReplayRequest:
         }
 
 
-# -- the window and its bookkeeping -----------------------------------------------------------
-
-
-# -- running it -------------------------------------------------------------------------------
-
-
-def create_reader(settings: Settings) -> AIOKafkaConsumer:
-    """A consumer outside any group: manual assign and seek, nothing ever committed."""
-    return AIOKafkaConsumer(
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-        **client_options(settings, client_id=f"{settings.consumer_group}-replay"),
-    )
-
-
 async def plan(
     consumer: AIOKafkaConsumer, topic: str, start_ms: int, end_ms: int | None
 ) -> dict[Partition, tuple[int, int]]:
     """Each partition's ``[start, stop)`` offsets for the window."""
     # Asked of the whole cluster first: a metadata request naming a missing topic could
-    # auto-create it. aiokafka has no public call that loads one topic's partitions; its
-    # client's add_topic (what assign and subscribe use) does, and returns once loaded.
+    # auto-create it.
     if topic not in await consumer.topics():
         raise ConfigError(f"topic {topic!r} does not exist on the cluster")
-    await consumer._client.add_topic(topic)
+    await aiokafka_compat.load_topic(consumer, topic)
     numbers = consumer.partitions_for_topic(topic)
     if not numbers:
         raise ConfigError(f"topic {topic!r} has no partitions in the cluster metadata")
@@ -141,13 +117,14 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
     if request.end is not None and request.end <= request.start:
         raise ConfigError("--to must be later than --from")
     # Checked before any Kafka client exists, as for `run`; a dry run never calls the judge.
-    evaluator = None if request.dry_run else make_evaluator(settings)
+    evaluator = None if request.dry_run else wiring.make_evaluator(settings)
     stop = asyncio.Event()
     if threading.current_thread() is threading.main_thread():
-        install_signal_handlers(stop)
-    reader = create_reader(settings)
+        wiring.install_signal_handlers(stop)
+    aiokafka_compat.install()
+    reader = wiring.create_reader(settings)
     try:
-        await _start(reader, settings)
+        await wiring.start(reader, settings, "replay reader")
         end_ms = epoch_ms(request.end) if request.end else None
         spans = await plan(reader, request.topic, epoch_ms(request.start), end_ms)
         window = Window(spans, stop)
@@ -164,7 +141,9 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
             window.on_progress = progress.update
             window.check()
             if evaluator is None:
-                dry = await _dry_run(WindowConsumer(reader, window), window, _limits(settings))
+                dry = await _dry_run(
+                    WindowConsumer(reader, window), window, wiring.limits(settings)
+                )
                 progress.update(window.completed)
                 records = dry.would_judge + dry.skipped + dry.dead_lettered
                 return summarise(
@@ -194,20 +173,14 @@ async def _judge(
     settings: Settings, window: Window, reader: AIOKafkaConsumer, evaluator: Evaluator,
     tally: Tally,
 ) -> Counter[str]:
-    producer = create_producer(settings)
-    await _start(producer, settings)
+    producer = wiring.create_producer(settings)
+    await wiring.start(producer, settings, "producer")
     try:
-        sink = RecordingSink(
-            KafkaVerdictSink(producer, settings.verdicts_topic, settings.dlq_topic), tally
-        )
-        config = PipelineConfig(
-            max_in_flight=max_in_flight(settings),
-            max_uncommitted=max_uncommitted(settings),
-            drain_timeout_s=settings.drain_timeout_seconds,
-        )
-        pipeline = Pipeline(WindowConsumer(reader, window), sink, evaluator, window.commit, config)
+        sink = RecordingSink(wiring.verdict_sink(settings, producer), tally)
+        pipeline = Pipeline(WindowConsumer(reader, window), sink, evaluator, window.commit,
+                            wiring.pipeline_config(settings))
         # No group, so no rebalance listener: give the pipeline its partitions' state here.
-        pipeline.on_partitions_assigned(window.starts().keys())
+        await pipeline.on_partitions_assigned(window.starts().keys())
         await pipeline.run(window.stop)
         return pipeline.outcomes
     finally:
@@ -223,21 +196,3 @@ async def _dry_run(consumer: WindowConsumer, window: Window, limits: Limits) -> 
                 dry.add(record, limits)
             await window.commit({tp: records[-1].offset + 1})
     return dry
-
-
-async def _start(client: Any, settings: Settings) -> None:
-    try:
-        await client.start()
-    except KafkaConnectionError as exc:
-        raise ConfigError(
-            f"KAFKA_BOOTSTRAP_SERVERS: cannot reach {settings.kafka_bootstrap_servers} ({exc})"
-        ) from exc
-
-
-def _limits(settings: Settings) -> Limits:
-    return Limits(
-        max_documents=settings.max_documents,
-        max_document_chars=settings.max_document_chars,
-        max_output_chars=settings.max_output_chars,
-        context_field=settings.context_field,
-    )

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from consumer.stream.pipeline import Partition
+from consumer.stream.partitions import Partition
 
 log = structlog.get_logger(__name__)
 

@@ -3,31 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from consumer.jsonl import numbered_lines, read_text
+from consumer import wiring
+from consumer.jsonl import LabelledRow, read_labelled
 from consumer.settings import Settings
-from consumer.worker import create_producer
-
-SAMPLE_PATH = Path(__file__).parents[1] / "data" / "factcheck-gpt-sample.jsonl"
+from consumer.stream import aiokafka_compat
 
 
-def read_labelled(path: Path = SAMPLE_PATH) -> Iterator[dict[str, Any]]:
-    """Rows of a labelled JSON-lines file (``input``, ``documents``, ``output``, ``label``)."""
-    for _, line in numbered_lines(read_text(path)):
-        yield json.loads(line)
-
-
-def as_trace(row: dict[str, Any]) -> dict[str, Any]:
+def as_trace(row: LabelledRow) -> dict[str, Any]:
     """A labelled row as a trace event; the label rides in metadata for later agreement."""
     return {
-        "trace_id": str(row["id"]),
-        "input": row.get("input"),
-        "output": row.get("output"),
-        "retrieved_documents": row.get("documents") or [],
-        "metadata": {"label": row.get("label"), "source": row.get("source")},
+        "trace_id": row.id,
+        "input": row.input,
+        "output": row.output,
+        "retrieved_documents": row.documents,
+        "metadata": {"label": row.label, "source": row.source},
     }
 
 
@@ -39,8 +30,9 @@ def sample_traces(limit: int | None = None) -> list[dict[str, Any]]:
 
 async def load_sample(settings: Settings, topic: str, limit: int | None = None) -> int:
     """Produce the sample traces to ``topic``, keyed by trace id; returns how many."""
-    producer = create_producer(settings)
-    await producer.start()
+    aiokafka_compat.install()
+    producer = wiring.create_producer(settings)
+    await wiring.start(producer, settings, "producer")
     try:
         traces = sample_traces(limit)
         for trace in traces:

@@ -55,12 +55,21 @@ class CircuitBreaker:
         delay = self._first_delay_s
         while True:
             await asyncio.sleep(delay)
-            if await self._probe():
+            if await self._probe_once():
                 log.info("judge_circuit_closed")
                 self._closed.set()
                 metrics.CIRCUIT_OPEN.set(0)
                 return
             delay = min(delay * 2, self._max_delay_s)
+
+    async def _probe_once(self) -> bool:
+        # A probe that raises (a bug, an error the judge's map does not know) counts as a
+        # failed probe: were the probing task to die, the circuit would stay open for ever.
+        try:
+            return await self._probe()
+        except Exception as exc:
+            log.warning("judge_probe_crashed", error=f"{type(exc).__name__}: {exc}"[:300])
+            return False
 
     async def close(self) -> None:
         """Stop probing (shutdown)."""

@@ -1,14 +1,19 @@
 """The judge's failure map: every exception a chat-completions call raises -> one action.
 
-    RETRY          transient (429, 408, 409, 5xx, connection, timeout, malformed body): back
-                   off and retry; if it outlasts the retries, ask whether the judge answers
-                   others (no: an outage; yes: this trace's error, but a 429 goes round again)
-    RESHAPE        the endpoint refuses a part of the request by name (response_format,
-                   max_tokens, max_completion_tokens, temperature): send it again reworded
-    CHECK_OTHERS   any other refusal (401, 403, 404, most 400s): this trace's error only if
-                   the judge answers others; failing for everyone is an outage
-    TRACE_ERROR    the trace's own content is the cause (context too long, a content filter,
-                   a request larger than the tokens-per-minute limit): its error, at once
+    RETRY            transient (408, 409, 5xx, connection, malformed body): back off and
+                     retry, honouring Retry-After; past the retries, HOLD_OR_CONFIRM
+    WAIT             a 429, the account's limit: everyone waits its Retry-After, and the call
+                     is retried; past the retries, an outage unless the judge answers others,
+                     else this trace goes round again (a bounded number of times)
+    HOLD_OR_CONFIRM  any other refusal (401, 403, 404, most 400s): an outage unless the judge
+                     answers others; else one more try, then this trace's error
+    HOLD_OR_ERROR    no answer in time: an outage unless the judge answers others; else this
+                     trace's error at once (a second hang would hold a slot for another timeout)
+    RESHAPE          the endpoint refuses a part of the request by name (response_format,
+                     max_tokens, max_completion_tokens, temperature): send it again reworded;
+                     with no other wording left, ``as_refusal`` makes it HOLD_OR_CONFIRM
+    ERROR            the trace's own content is the cause (context too long, a content filter,
+                     a request larger than the tokens-per-minute limit): its error, at once
 
 This is the one place that knows the openai SDK's exception types and OpenAI's error bodies.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 import openai
@@ -50,12 +55,14 @@ _LIMIT_REQUESTED = re.compile(
 
 
 class Action(enum.Enum):
-    """What the judge does about a failed call."""
+    """What the judge does about a failed call (the table in this module's docstring)."""
 
     RETRY = "retry"
+    WAIT = "wait"
+    HOLD_OR_CONFIRM = "hold_or_confirm"
+    HOLD_OR_ERROR = "hold_or_error"
     RESHAPE = "reshape"
-    CHECK_OTHERS = "check_others"
-    TRACE_ERROR = "trace_error"
+    ERROR = "error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,21 +78,16 @@ class Failure:
     retry_after_s: float | None = None
 
     @property
-    def rate_limited(self) -> bool:
-        """A 429: the account's limit, never the trace's fault."""
-        return self.kind == "judge_rate_limited"
-
-    @property
     def consumed_nothing(self) -> bool:
         """Refused before the model ran (no connection, a 4xx, a 429): it cost no tokens.
         A 5xx or a timeout may have run the model, so their estimate stays counted."""
         status = self.status
         return self.kind == "judge_unreachable" or (status is not None and 400 <= status < 500)
 
-    @property
-    def timed_out(self) -> bool:
-        """No answer in time: retried, but never twice at once (a hang holds a slot)."""
-        return self.kind == "judge_timeout"
+    def as_refusal(self) -> Failure:
+        """A refused part the request's wording has no fallback for: decided like any other
+        refusal (the judge failing for everyone on it holds)."""
+        return replace(self, action=Action.HOLD_OR_CONFIRM, kind=f"judge_http_{self.status}")
 
 
 def classify(exc: openai.OpenAIError | ValueError) -> Failure:
@@ -94,7 +96,7 @@ def classify(exc: openai.OpenAIError | ValueError) -> Failure:
     if isinstance(exc, openai.APITimeoutError) and (refused := _connection_failure(exc)):
         return Failure(Action.RETRY, "judge_unreachable", str(refused)[:300])
     if isinstance(exc, openai.APITimeoutError):
-        return Failure(Action.RETRY, "judge_timeout", "the judge did not answer in time")
+        return Failure(Action.HOLD_OR_ERROR, "judge_timeout", "the judge did not answer in time")
     if isinstance(exc, openai.APIConnectionError):
         return Failure(Action.RETRY, "judge_unreachable", message)
     if isinstance(exc, openai.APIStatusError):
@@ -110,17 +112,19 @@ def _classify_status(exc: openai.APIStatusError, message: str) -> Failure:
     param = exc.param
     if status == 429 and ("request too large" in text or _above_limit(text)):
         # Larger than the whole tokens-per-minute limit: no wait makes it fit.
-        return Failure(Action.TRACE_ERROR, "request_too_large", message, status, param)
-    if status in (408, 409, 429) or status >= 500:
-        kind = "judge_rate_limited" if status == 429 else f"judge_http_{status}"
+        return Failure(Action.ERROR, "request_too_large", message, status, param)
+    if status == 429:
+        return Failure(Action.WAIT, "judge_rate_limited", message, status, param, _retry_after(exc))
+    if status in (408, 409) or status >= 500:
+        kind = f"judge_http_{status}"
         return Failure(Action.RETRY, kind, message, status, param, _retry_after(exc))
     if "context_length" in code or "context length" in text or "maximum context" in text:
-        return Failure(Action.TRACE_ERROR, "context_too_long", message, status, param)
+        return Failure(Action.ERROR, "context_too_long", message, status, param)
     if "content_filter" in code or "content_policy" in code or "content management" in text:
-        return Failure(Action.TRACE_ERROR, "refused", message, status, param)
+        return Failure(Action.ERROR, "refused", message, status, param)
     if status in (400, 422) and (part := _refused_part(param, code, text)):
         return Failure(Action.RESHAPE, f"{part}_rejected", message, status, part)
-    return Failure(Action.CHECK_OTHERS, f"judge_http_{status}", message, status, param)
+    return Failure(Action.HOLD_OR_CONFIRM, f"judge_http_{status}", message, status, param)
 
 
 def _above_limit(text: str) -> bool:

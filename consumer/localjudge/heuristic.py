@@ -12,32 +12,24 @@ It knows words, not meaning: a claim that reuses the documents' words but negate
 reverses them (``A is more reactive than B``) looks supported. On the bundled labelled sample
 (514 Factcheck-GPT claims, raw >= 3 passes) its balanced accuracy is 0.650 (recall 0.44 on
 grounded, 0.86 on ungrounded), 0.637 held out when the pass cut is chosen on the other half;
-``python -m consumer.localjudge.heuristic`` (or ``scripts/heuristic-accuracy``) measures it.
+``scripts/heuristic-accuracy`` (``consumer.commands.heuristic_accuracy``) measures it.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import random
 import re
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-from consumer.jsonl import numbered_lines, read_text
+from typing import Any
 
 # Support needed for raw scores 2, 3, 4, 5. Only the 3 cut (the pass cut at the demo
 # threshold 0.5) was tuned: it maximises balanced accuracy on the bundled sample over
-# PASS_CUT_GRID; the others are spaced around it by hand.
+# heuristic_accuracy.PASS_CUT_GRID; the others are spaced around it by hand.
 CUT_POINTS: tuple[float, float, float, float] = (0.5, 0.75, 0.85, 0.95)
-PASS_CUT_GRID = tuple(round(0.4 + 0.05 * i, 2) for i in range(12))
 MISSING_NUMBER_CAP = 0.4
 NUMBER_WEIGHT = 2.0
 WINDOW_SENTENCES = 2
 STEM_CHARS = 6
-DATASET = Path(__file__).parents[1] / "data" / "factcheck-gpt-sample.jsonl"
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before
@@ -86,6 +78,13 @@ class Assessment:
     reason: str
     unsupported_claims: tuple[str, ...]
     claims: tuple[Claim, ...]
+
+
+def document_texts(documents: Iterable[Any]) -> list[str]:
+    """The text of each document: a string as is, an object's ``content``."""
+    return [
+        str(doc.get("content", "")) if isinstance(doc, dict) else str(doc) for doc in documents
+    ]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -171,91 +170,3 @@ def assess(
     if numbers:
         reason += f" Numbers not found in the documents: {', '.join(numbers)}."
     return Assessment(raw_score(support, cut_points), support, reason, unsupported, claims)
-
-
-# --- measurement on the bundled labelled sample ------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Example:
-    """A labelled trace: documents, answer, and whether people judged it grounded."""
-
-    documents: tuple[str, ...]
-    answer: str
-    grounded: bool
-
-
-def load_examples(path: Path = DATASET) -> list[Example]:
-    """The labelled JSONL sample (fields ``documents``, ``output``, ``label``)."""
-    rows = [json.loads(line) for _, line in numbered_lines(read_text(path))]
-    return [Example(tuple(r["documents"]), r["output"], r["label"] == "grounded") for r in rows]
-
-
-def balanced_accuracy(
-    supports: Sequence[float], grounded: Sequence[bool], pass_cut: float
-) -> float:
-    """Mean of the recall on grounded and on ungrounded examples when support >= pass_cut passes."""
-    hits = Counter((g, s >= pass_cut) for s, g in zip(supports, grounded, strict=True))
-    positives, negatives = grounded.count(True), grounded.count(False)
-    return (hits[True, True] / max(positives, 1) + hits[False, False] / max(negatives, 1)) / 2
-
-
-def best_pass_cut(supports: Sequence[float], grounded: Sequence[bool]) -> float:
-    """The grid cut with the best balanced accuracy (the lowest one on ties)."""
-    return max(PASS_CUT_GRID, key=lambda cut: (balanced_accuracy(supports, grounded, cut), -cut))
-
-
-def held_out_accuracy(
-    supports: Sequence[float], grounded: Sequence[bool], repeats: int = 10
-) -> float:
-    """Balanced accuracy of a cut chosen on one half and scored on the other, 2-fold, repeated."""
-    scores: list[float] = []
-    for seed in range(repeats):
-        order = list(range(len(supports)))
-        random.Random(seed).shuffle(order)  # noqa: S311 (a data split, not a secret)
-        halves = (order[::2], order[1::2])
-        for train, test in (halves, halves[::-1]):
-            cut = best_pass_cut([supports[i] for i in train], [grounded[i] for i in train])
-            scores.append(
-                balanced_accuracy([supports[i] for i in test], [grounded[i] for i in test], cut)
-            )
-    return sum(scores) / len(scores)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print the heuristic's accuracy on a labelled JSONL sample (raw >= 3 passes)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m consumer.localjudge.heuristic", description=main.__doc__
-    )
-    parser.add_argument("--dataset", type=Path, default=DATASET)
-    args = parser.parse_args(argv)
-    examples = load_examples(args.dataset)
-    assessments = [assess(e.documents, e.answer) for e in examples]
-    grounded = [e.grounded for e in examples]
-    passed = [a.score >= 3 for a in assessments]
-    confusion = Counter(zip(grounded, passed, strict=True))
-    positives, negatives = grounded.count(True), grounded.count(False)
-    recall_grounded = confusion[True, True] / max(positives, 1)
-    recall_ungrounded = confusion[False, False] / max(negatives, 1)
-    supports = [a.support for a in assessments]
-    print(f"dataset: {args.dataset}: {positives} grounded, {negatives} ungrounded")
-    print(f"balanced accuracy (raw >= 3 passes): {(recall_grounded + recall_ungrounded) / 2:.3f}")
-    print(f"recall grounded: {recall_grounded:.3f}  recall ungrounded: {recall_ungrounded:.3f}")
-    print(
-        f"confusion: grounded pass {confusion[True, True]}, fail {confusion[True, False]}; "
-        f"ungrounded pass {confusion[False, True]}, fail {confusion[False, False]}"
-    )
-    print(
-        f"pass cut {CUT_POINTS[1]} (best on this sample: {best_pass_cut(supports, grounded)}); "
-        f"held-out balanced accuracy, cut chosen on the other half (2-fold x 10): "
-        f"{held_out_accuracy(supports, grounded):.3f}"
-    )
-    histogram = Counter((a.score, g) for a, g in zip(assessments, grounded, strict=True))
-    print("score  grounded  ungrounded")
-    for score in range(1, 6):
-        print(f"{score:>5}  {histogram[score, True]:>8}  {histogram[score, False]:>10}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,7 +2,7 @@
 
 For demos without an API key. It reads the ``groundedness@v1`` data block back from the
 messages and scores it with ``heuristic.py`` (word overlap, not an LLM; its measured accuracy
-is printed by ``python -m consumer.localjudge.heuristic``). Any ``response_format`` is
+is printed by ``scripts/heuristic-accuracy``). Any ``response_format`` is
 accepted: the answer is always the verdict JSON. The health probe gets ``{"ok": true}``.
 """
 
@@ -12,10 +12,14 @@ import json
 from typing import Any
 
 from consumer.judge.prompt import CHARS_PER_TOKEN, PROBE_MESSAGES, read_data
-from consumer.localjudge.heuristic import assess
-from consumer.localjudge.server import JudgeServer, Reply, completion, error_reply
+from consumer.localjudge.heuristic import assess, document_texts
+from consumer.localjudge.replies import Reply, completion, error_reply
+from consumer.localjudge.server import JudgeServer
 
 DEFAULT_PORT = 8000
+# It answers whatever model is asked for; it lists its own name and the one the demo and the
+# calibration docs configure, so the worker's start-up check finds the model listed.
+MODELS = ("local-judge", "local-heuristic")
 NO_DATA_MESSAGE = (
     "The local judge only answers groundedness@v1 requests: no fenced data block was found "
     "in the user message."
@@ -30,7 +34,7 @@ class LocalJudge:
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages:
             return error_reply(400, "'messages' must be a non-empty array.", param="messages")
-        model = str(request.get("model") or "local-judge")
+        model = str(request.get("model") or MODELS[0])
         prompt_tokens = len(json.dumps(messages, ensure_ascii=False)) // CHARS_PER_TOKEN
         try:
             data = read_data(messages)
@@ -38,10 +42,7 @@ class LocalJudge:
             if _is_probe(messages):
                 return Reply(body=completion('{"ok": true}', model, prompt_tokens, 3))
             return error_reply(400, NO_DATA_MESSAGE, param="messages")
-        documents = [
-            str(doc.get("content", "")) if isinstance(doc, dict) else str(doc)
-            for doc in data.get("documents") or []
-        ]
+        documents = document_texts(data.get("documents") or [])
         assessment = assess(documents, str(data.get("answer") or ""))
         content = json.dumps(
             {
@@ -62,8 +63,13 @@ def _is_probe(messages: list[Any]) -> bool:
     return pairs(messages) == pairs(list(PROBE_MESSAGES))
 
 
+def local_judge_server(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> JudgeServer:
+    """The local judge on ``host:port`` (0: any free port), bound, not yet serving."""
+    return JudgeServer(LocalJudge(), host=host, port=port, models=MODELS)
+
+
 def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
     """Run the local judge on ``host:port`` until SIGTERM or SIGINT."""
-    server = JudgeServer(LocalJudge(), host=host, port=port, models=("local-judge",))
+    server = local_judge_server(host, port)
     print(f"local judge listening on {server.url}", flush=True)
     server.serve_forever()

@@ -1,30 +1,36 @@
 """An OpenAI-compatible chat-completions server on loopback, answering through a ``Responder``.
 
-Stdlib only (``http.server``), one daemon thread per connection, so a slow or hanging answer
-never blocks another request. It backs ``groundedness local-judge`` and the tests' fake judge.
-Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models``,
-``GET /healthz``; anything else is a 404 and a body that is not a JSON object a 400, both in
-OpenAI's error shape.
+Served with ``aiohttp.web`` on an event loop of its own in a daemon thread, so callers (the
+``groundedness local-judge`` command, the tests' fake judge) drive it synchronously. A
+responder answers at once and says how long to wait (``delay_s``) or to answer nothing
+(``hang``); the wait is the server's, so a slow or hanging answer never blocks another
+request. A client that hangs up ends its request's handler. Routes: ``POST
+/v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models``, ``GET /healthz``;
+anything else is a 404 and a body that is not a JSON object a 400, both in OpenAI's error
+shape.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import json
-import select
+import logging
 import signal
 import socket
 import threading
-import time
-import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType, TracebackType
-from typing import Any, Protocol
+from collections.abc import Callable
+from types import FrameType
 
-POLL_S = 0.05
+from aiohttp import web
+
+from consumer.localjudge.replies import Reply, Responder, error_reply
+
 IDLE_CONNECTION_S = 30.0
+BACKLOG = 128  # 64 clients connecting at once must not overflow the listen queue
+MAX_REQUEST_BYTES = 64 * 1024 * 1024  # aiohttp's default (1 MiB) is below a big prompt
+SHUTDOWN_S = 0.1  # how long stop() lets a request finish before cutting its connection
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+MODEL_PATHS = ("/v1/models", "/models")
 BAD_JSON_MESSAGE = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't "
     "using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was "
@@ -32,175 +38,62 @@ BAD_JSON_MESSAGE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What to answer: a dict body is sent as JSON, a str raw (still as ``application/json``)."""
+def judge_app(responder: Responder, models: tuple[str, ...]) -> web.Application:
+    """The chat-completions API over ``responder``, listing ``models``."""
+    listed = {"object": "list", "data": [
+        {"id": m, "object": "model", "created": 0, "owned_by": "local"} for m in models]}
 
-    status: int = 200
-    body: dict[str, Any] | str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-    hang: bool = False  # answer nothing until the client disconnects or the server stops
+    async def dispatch(request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/")
+        if request.method == "POST" and path in CHAT_PATHS:
+            return await _chat(responder, request)
+        if request.method == "GET" and path == "/healthz":
+            return _response(Reply(body={"ok": True}))
+        if request.method == "GET" and path in MODEL_PATHS:
+            return _response(Reply(body=listed))
+        message = f"Unknown request URL: {request.method} {path}."
+        return _response(error_reply(404, message, code="unknown_url"))
 
-
-class Responder(Protocol):
-    """Answers one chat-completions request body."""
-
-    def __call__(self, request: dict[str, Any]) -> Reply: ...
-
-
-def completion(
-    content: str | None,
-    model: str,
-    prompt_tokens: int,
-    completion_tokens: int,
-    refusal: str | None = None,
-) -> dict[str, Any]:
-    """A valid ``chat.completion`` body with one choice."""
-    message = {"role": "assistant", "content": content, "refusal": refusal}
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
+    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+    app.router.add_route("*", "/{path:.*}", dispatch)
+    return app
 
 
-def error_body(
-    message: str,
-    type_: str = "invalid_request_error",
-    code: str | None = None,
-    param: str | None = None,
-) -> dict[str, Any]:
-    """An error body in OpenAI's shape."""
-    return {"error": {"message": message, "type": type_, "code": code, "param": param}}
+async def _chat(responder: Responder, request: web.Request) -> web.StreamResponse:
+    try:
+        body = json.loads(await request.read())
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return _response(error_reply(400, BAD_JSON_MESSAGE))
+    try:
+        reply = responder(body)
+    except Exception as exc:  # a broken responder shows up as a 500, not a dropped socket
+        reply = error_reply(500, f"The responder failed: {exc!r}", "server_error")
+    if reply.hang:
+        # Answer nothing: the client's hang-up, or stop(), cancels this wait.
+        await asyncio.get_running_loop().create_future()
+    if reply.delay_s > 0:
+        await asyncio.sleep(reply.delay_s)
+    return _response(reply)
 
 
-def error_reply(
-    status: int,
-    message: str,
-    type_: str = "invalid_request_error",
-    code: str | None = None,
-    param: str | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> Reply:
-    """An error ``Reply`` in OpenAI's shape."""
-    return Reply(status=status, body=error_body(message, type_, code, param), headers=headers or {})
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the OpenAI client expects
-    timeout = IDLE_CONNECTION_S
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.lock:
-            self.server.connections.discard(self.connection)
-        super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if self.server.verbose:
-            super().log_message(format, *args)
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if path == "/healthz":
-            self._send(Reply(body={"ok": True}))
-        elif path in ("/v1/models", "/models"):
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "local"}
-                    for m in self.server.models]
-            self._send(Reply(body={"object": "list", "data": data}))
-        else:
-            self._send(error_reply(404, f"Unknown request URL: GET {path}.", code="unknown_url"))
-
-    def do_POST(self) -> None:
-        length = self.headers.get("Content-Length", "0")
-        raw = self.rfile.read(int(length) if length.isdigit() else 0)
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if path not in ("/v1/chat/completions", "/chat/completions"):
-            self._send(error_reply(404, f"Unknown request URL: POST {path}.", code="unknown_url"))
-            return
-        try:
-            request = json.loads(raw)
-        except ValueError:
-            request = None
-        if not isinstance(request, dict):
-            self._send(error_reply(400, BAD_JSON_MESSAGE))
-            return
-        try:
-            reply = self.server.responder(request)
-        except Exception as exc:  # a broken responder shows up as a 500, not a dropped socket
-            reply = error_reply(500, f"The responder failed: {exc!r}", "server_error")
-        self._send(reply)
-
-    def _send(self, reply: Reply) -> None:
-        stopping = self.server.stopping
-        if reply.hang:
-            while not stopping.is_set() and not self._client_gone():
-                pass
-            self.close_connection = True
-            return
-        if reply.delay_s > 0 and stopping.wait(reply.delay_s):
-            self.close_connection = True
-            return
-        body = reply.body if reply.body is not None else ""
-        payload = (json.dumps(body) if isinstance(body, dict) else body).encode()
-        headers = dict(reply.headers)
-        if not any(name.lower() == "content-type" for name in headers):
-            headers["Content-Type"] = "application/json"
-        try:
-            self.send_response(reply.status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except OSError:  # the client went away first
-            self.close_connection = True
-
-    def _client_gone(self) -> bool:
-        """Wait up to ``POLL_S``; True once the client has closed its end."""
-        readable, _, _ = select.select([self.connection], [], [], POLL_S)
-        if not readable:
-            return False
-        try:
-            return not self.connection.recv(1, socket.MSG_PEEK)
-        except OSError:
-            return True
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128  # socketserver's 5 dropped connections when 64 clients connect
-
-    def __init__(self, address: tuple[str, int], responder: Responder, verbose: bool) -> None:
-        self.responder = responder
-        self.verbose = verbose
-        self.models: tuple[str, ...] = ()
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
-        self.connections: set[socket.socket] = set()
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if self.verbose:
-            super().handle_error(request, client_address)
+def _response(reply: Reply) -> web.Response:
+    body = reply.body if reply.body is not None else ""
+    payload = (json.dumps(body) if isinstance(body, dict) else body).encode()
+    headers = dict(reply.headers)
+    if not any(name.lower() == "content-type" for name in headers):
+        headers["Content-Type"] = "application/json"
+    return web.Response(status=reply.status, body=payload, headers=headers)
 
 
 class JudgeServer:
-    """A chat-completions server on ``host:port`` (0 picks a free port) in a background thread."""
+    """A chat-completions server on ``host:port`` (0 picks a free port) in a background thread.
+
+    The port is bound when the object is made (``port`` and ``url`` are known at once);
+    ``start()`` serves, ``stop()`` ends delayed and hanging answers, cuts open connections
+    and frees the port.
+    """
 
     def __init__(
         self,
@@ -211,14 +104,19 @@ class JudgeServer:
         verbose: bool = False,
     ) -> None:
         self.host = host
-        self._server = _Server((host, port), responder, verbose)
-        self._server.models = models
+        self._app = judge_app(responder, models)
+        self._verbose = verbose
+        self._socket = socket.create_server((host, port), backlog=BACKLOG)
+        self._port = int(self._socket.getsockname()[1])
         self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop_serving: Callable[[], object] = lambda: None  # set by the serving thread
+        self._failure: BaseException | None = None
 
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self._server.server_address[1])
+        return self._port
 
     @property
     def url(self) -> str:
@@ -226,26 +124,49 @@ class JudgeServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> JudgeServer:
-        """Serve in a background daemon thread; returns self."""
+        """Serve in a background daemon thread; returns self once it accepts requests."""
         self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(POLL_S,), name="judge-server", daemon=True
+            target=asyncio.run, args=(self._serve(),), name="judge-server", daemon=True
         )
         self._thread.start()
+        self._ready.wait()
+        if self._failure is not None:
+            self.stop()
+            raise RuntimeError(f"the judge server did not start: {self._failure!r}")
         return self
+
+    async def _serve(self) -> None:
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._stop_serving = lambda: loop.call_soon_threadsafe(stopping.set)
+        runner = web.AppRunner(
+            self._app,
+            handle_signals=False,
+            handler_cancellation=True,  # a client that hangs up ends its handler
+            keepalive_timeout=IDLE_CONNECTION_S,
+            shutdown_timeout=SHUTDOWN_S,
+            access_log=logging.getLogger("aiohttp.access") if self._verbose else None,
+        )
+        try:
+            await runner.setup()
+            await web.SockSite(runner, self._socket).start()
+        except Exception as exc:
+            self._failure = exc
+        self._ready.set()
+        try:
+            if self._failure is None:
+                await stopping.wait()
+        finally:
+            # Cuts requests still waiting (delay, hang) after SHUTDOWN_S: no answer.
+            await runner.cleanup()
 
     def stop(self) -> None:
         """Stop serving: end delayed and hanging answers, cut open connections, free the port."""
-        self._server.stopping.set()
         if self._thread is not None:
-            self._server.shutdown()
+            self._stop_serving()
             self._thread.join()
             self._thread = None
-        self._server.server_close()
-        with self._server.lock:
-            connections = list(self._server.connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+        self._socket.close()
 
     def serve_forever(self) -> None:
         """Serve until SIGTERM or SIGINT, then stop cleanly (main thread only: it sets handlers)."""
@@ -267,10 +188,5 @@ class JudgeServer:
     def __enter__(self) -> JudgeServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

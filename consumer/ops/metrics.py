@@ -22,40 +22,35 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-VERDICTS = Counter(
-    "groundedness_verdicts", "Verdicts published, by verdict.", ["verdict"], registry=REGISTRY
-)
-SKIPPED = Counter(
-    "groundedness_skipped", "Traces not evaluated because the output is empty.", registry=REGISTRY
-)
-DEAD_LETTERS = Counter(
-    "groundedness_dead_letters", "Records dead-lettered as undecodable.", registry=REGISTRY
-)
+
+def _counter(name: str, documentation: str, *labels: str) -> Counter:
+    return Counter(name, documentation, labels, registry=REGISTRY)
+
+
+def _gauge(name: str, documentation: str, *labels: str) -> Gauge:
+    return Gauge(name, documentation, labels, registry=REGISTRY)
+
+
+VERDICTS = _counter("groundedness_verdicts", "Verdicts published, by verdict.", "verdict")
+SKIPPED = _counter("groundedness_skipped", "Traces not evaluated because the output is empty.")
+DEAD_LETTERS = _counter("groundedness_dead_letters", "Records dead-lettered as undecodable.")
 JUDGE_LATENCY = Histogram(
     "groundedness_judge_latency_seconds",
     "Time to a judge result, retries included.",
     buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
     registry=REGISTRY,
 )
-JUDGE_TOKENS = Counter(
-    "groundedness_judge_tokens", "Tokens spent on the judge, by kind.", ["kind"], registry=REGISTRY
-)
-JUDGE_RETRIES = Counter(
-    "groundedness_judge_retries", "Judge attempts beyond the first.", registry=REGISTRY
-)
-IN_FLIGHT = Gauge(
-    "groundedness_in_flight", "Records between fetch and commit.", registry=REGISTRY
-)
-CONSUMER_LAG = Gauge(
+JUDGE_TOKENS = _counter("groundedness_judge_tokens", "Tokens spent on the judge, by kind.", "kind")
+JUDGE_RETRIES = _counter("groundedness_judge_retries", "Judge attempts beyond the first.")
+IN_FLIGHT = _gauge("groundedness_in_flight", "Records between fetch and commit.")
+CONSUMER_LAG = _gauge(
     "groundedness_consumer_lag",
     "Records of an assigned partition not yet fetched: end offset (last stable offset, as "
     "the worker reads committed records only) minus the consumer's position.",
-    ["topic", "partition"],
-    registry=REGISTRY,
+    "topic",
+    "partition",
 )
-CIRCUIT_OPEN = Gauge(
-    "groundedness_circuit_open", "1 while the judge is considered down.", registry=REGISTRY
-)
+CIRCUIT_OPEN = _gauge("groundedness_circuit_open", "1 while the judge is considered down.")
 
 for _verdict in ("pass", "fail", "error"):
     VERDICTS.labels(_verdict)

@@ -34,6 +34,12 @@ from consumer.stream.transactional import TransactionalSink
 
 log = structlog.get_logger(__name__)
 
+# Taking a partition (fence, re-read the committed offset) gets this long per attempt, and is
+# retried after a delay doubling from the first to the second figure while the broker or its
+# transaction coordinator does not answer.
+TAKE_TIMEOUT_S = 15.0
+TAKE_RETRY_S = (1.0, 30.0)
+
 
 class OwnedConsumer(Protocol):
     """The consumer methods that taking a partition needs."""
@@ -56,18 +62,11 @@ class PartitionOwnership:
         sink: TransactionalSink,
         pipeline: Pipeline,
         stop: asyncio.Event,
-        *,
-        attempt_timeout_s: float = 15.0,
-        first_retry_s: float = 1.0,
-        max_retry_s: float = 30.0,
     ) -> None:
         self._consumer = consumer
         self._sink = sink
         self._pipeline = pipeline
         self._stop = stop
-        self._attempt_timeout_s = attempt_timeout_s
-        self._first_retry_s = first_retry_s
-        self._max_retry_s = max_retry_s
         self._takers: dict[TopicPartition, asyncio.Task[None]] = {}  # one per owned partition
         self._waiting: dict[TopicPartition, str] = {}  # owned, not handed over yet: why
         sink.on_lost = self._lost
@@ -107,7 +106,7 @@ class PartitionOwnership:
         while True:
             await asyncio.sleep(delay)
             try:
-                async with asyncio.timeout(self._attempt_timeout_s):
+                async with asyncio.timeout(TAKE_TIMEOUT_S):
                     await self._sink.start_partition(tp)  # Step 1: fence the previous owner
                     committed = await self._consumer.committed(tp)  # Step 2: read after it
                     if committed is None:
@@ -116,13 +115,13 @@ class PartitionOwnership:
                         self._consumer.seek(tp, committed)
                 break
             except Exception as exc:  # the broker or its coordinator did not answer: retry
-                delay = min(max(2 * delay, self._first_retry_s), self._max_retry_s)
+                delay = min(max(2 * delay, TAKE_RETRY_S[0]), TAKE_RETRY_S[1])
                 self._failed(tp, exc, delay, first=not failed)
                 failed = True
         self._waiting.pop(tp, None)
         if failed or forget:
             log.info("partition_started", partition=str(tp), offset=committed)
-        self._pipeline.on_partitions_assigned({tp})  # Step 3: dispatch from here on
+        await self._pipeline.on_partitions_assigned({tp})  # Step 3: dispatch from here on
 
     def _failed(self, tp: TopicPartition, exc: Exception, retry_in_s: float, *,
                 first: bool) -> None:

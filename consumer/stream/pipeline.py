@@ -18,43 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import structlog
 
-from consumer.errors import DecodeError, PublishError
 from consumer.evaluate import Evaluator
-from consumer.judge.client import JudgeResult
 from consumer.ops import metrics
-from consumer.stream.decode import decode_trace
 from consumer.stream.offsets import OffsetTracker, PartitionOffsets
+from consumer.stream.partitions import Consumer, Partition
+from consumer.stream.record_path import RecordPath
 from consumer.stream.sink import Record, VerdictSink
-from schemas.verdict import Source
 
 log = structlog.get_logger(__name__)
 
-Partition = Any  # aiokafka's TopicPartition: hashable, with .topic and .partition
 # Commits the offsets it is given and returns those that did commit.
 Commit = Callable[[dict[Partition, int]], Awaitable[dict[Partition, int]]]
-
-
-class Consumer(Protocol):
-    """The part of a Kafka consumer the pipeline drives."""
-
-    async def getmany(
-        self, *partitions: Partition, timeout_ms: int = 0, max_records: int | None = None
-    ) -> dict[Partition, list[Any]]: ...
-
-    def assignment(self) -> set[Partition]: ...
-
-    def pause(self, *partitions: Partition) -> None: ...
-
-    def seek(self, partition: Partition, offset: int) -> None: ...
-
-    def resume(self, *partitions: Partition) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +61,8 @@ class Pipeline:
         config: PipelineConfig,
     ) -> None:
         self._consumer = consumer
-        self._sink = sink
         self._evaluator = evaluator
+        self._records = RecordPath(sink, evaluator)
         self._commit_offsets = commit
         self._config = config
         self._tracker: OffsetTracker[Hashable] = OffsetTracker()
@@ -93,7 +72,7 @@ class Pipeline:
         # The fetch loop and the rebalance listener both commit; one at a time (a transaction
         # per partition producer cannot overlap another).
         self._commit_lock = asyncio.Lock()
-        self.outcomes: Counter[str] = Counter()  # pass/fail/error/skipped/dead_lettered
+        self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered
         self.last_fetch_at: float | None = None  # monotonic; the liveness heartbeat (health.py)
 
     # -- the fetch loop -------------------------------------------------------------------
@@ -210,7 +189,7 @@ class Pipeline:
             self._tasks.pop(tp, None)
         log.info("partitions_revoked", partitions=sorted(str(tp) for tp in revoked))
 
-    def on_partitions_assigned(self, assigned: Collection[Partition]) -> None:
+    async def on_partitions_assigned(self, assigned: Collection[Partition]) -> None:
         """Start fresh state and dispatch from here on; aiokafka forgets pauses on
         assignment, so re-pause if full (and resume one paused while it was handed over)."""
         for tp in assigned:
@@ -239,68 +218,23 @@ class Pipeline:
         paused)."""
         return [tp for tp in self._consumer.assignment() if self._tracker.current(tp) is not None]
 
-    # -- one record -------------------------------------------------------------------------
+    # -- one record (its way is record_path.py) ---------------------------------------------
 
     async def _handle(self, tp: Partition, offsets: PartitionOffsets, record: Record) -> None:
-        bound = log.bind(topic=record.topic, partition=record.partition, offset=record.offset)
-        try:
-            await self._process(record, bound)
-        except Exception as exc:  # a bug must not stall the partition: park the record
-            bound.exception("record_failed")
-            reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
-            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
-            self.outcomes["dead_lettered"] += 1
+        await self._records.handle(record)
         # A completion for a partition revoked (and maybe re-assigned) meanwhile is dropped.
         if self._tracker.current(tp) is offsets:
             offsets.done(record.offset)
-
-    async def _process(self, record: Record, bound: Any) -> None:
-        try:
-            trace = decode_trace(record.value)
-        except DecodeError as exc:
-            reason = exc.reason
-            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
-            metrics.DEAD_LETTERS.inc()
-            self.outcomes["dead_lettered"] += 1
-            bound.info("record_dead_lettered", reason=reason)
-            return
-        bound = bound.bind(trace_id=trace.trace_id[:200])
-        if not trace.has_output:
-            metrics.SKIPPED.inc()
-            self.outcomes["skipped"] += 1
-            bound.debug("trace_skipped", reason="empty output")
-            return
-        source = Source(topic=record.topic, partition=record.partition, offset=record.offset)
-        evaluation = await self._evaluator.evaluate(trace, source)
-        _observe(evaluation.result)
-        verdict = evaluation.verdict
-        await self._deliver(lambda: self._sink.publish(verdict), bound)
-        metrics.VERDICTS.labels(verdict.verdict).inc()
-        self.outcomes[verdict.verdict] += 1
-        bound.info(
-            "verdict_published", verdict=verdict.verdict, score=verdict.score,
-            latency_ms=verdict.latency_ms,
-        )
-
-    async def _deliver(self, send: Callable[[], Awaitable[None]], bound: Any) -> None:
-        """Publish until the broker acknowledges: an outcome is never dropped."""
-        delay = 0.5
-        while True:
-            try:
-                await send()
-                return
-            except PublishError as exc:
-                bound.warning("publish_retry", error=str(exc), retry_in_s=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
 
     # -- shutdown ---------------------------------------------------------------------------
 
     async def _drain(self) -> None:
         """Stop fetching, give in-flight work the grace period, commit what finished."""
+        # Step 1: fetch nothing more.
         assignment = self._consumer.assignment()
         if assignment:
             self._consumer.pause(*assignment)
+        # Step 2: let the records in flight reach their outcomes, for at most the grace period.
         tasks = [task for tasks in self._tasks.values() for task in tasks]
         log.info("draining", in_flight=len(tasks), timeout_s=self._config.drain_timeout_s)
         if tasks:
@@ -310,6 +244,7 @@ class Pipeline:
             await asyncio.gather(*pending, return_exceptions=True)
             if pending:
                 log.warning("drain_timed_out", abandoned=len(pending))
+        # Step 3: commit every watermark that moved (after a commit already in flight).
         # Bounded too: with the broker away the commit would wait for it forever, and what
         # it fails to commit is only redelivered (at least once) or re-judged (exactly once).
         final = asyncio.ensure_future(self.commit(force=True))
@@ -340,10 +275,3 @@ async def _unless_stopped(work: Awaitable[None], stop: asyncio.Event) -> bool:
     task.result()  # re-raises what the fetch or the commit raised
     return True
 
-
-def _observe(result: JudgeResult) -> None:
-    metrics.JUDGE_LATENCY.observe(result.latency_ms / 1000)
-    metrics.JUDGE_RETRIES.inc(max(0, result.attempts - 1))
-    if result.usage is not None:
-        metrics.JUDGE_TOKENS.labels("prompt").inc(result.usage.prompt_tokens)
-        metrics.JUDGE_TOKENS.labels("completion").inc(result.usage.completion_tokens)

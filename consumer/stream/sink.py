@@ -13,6 +13,7 @@ Dead letters keep the original value, key and headers, and add these headers:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from aiokafka import AIOKafkaProducer
@@ -54,19 +55,26 @@ class VerdictSink(Protocol):
     async def dead_letter(self, record: Record, reason: str) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class OutcomeTopics:
+    """Where outcomes go: verdicts, and the records that could not be judged."""
+
+    verdicts: str
+    dead_letters: str
+
+
 class KafkaVerdictSink:
     """A ``VerdictSink`` over one idempotent aiokafka producer."""
 
-    def __init__(self, producer: AIOKafkaProducer, verdicts_topic: str, dlq_topic: str) -> None:
+    def __init__(self, producer: AIOKafkaProducer, topics: OutcomeTopics) -> None:
         self._producer = producer
-        self._verdicts_topic = verdicts_topic
-        self._dlq_topic = dlq_topic
+        self._topics = topics
 
     async def publish(self, verdict: VerdictEvent) -> None:
         """Send the verdict keyed by its id and wait for the broker's acknowledgement."""
         try:
             delivery = await self._producer.send(
-                self._verdicts_topic,
+                self._topics.verdicts,
                 value=verdict.model_dump_json().encode("utf-8"),
                 key=verdict.verdict_id.encode("utf-8"),
             )
@@ -79,7 +87,7 @@ class KafkaVerdictSink:
         key, value, headers = dead_letter_record(record, reason)
         try:
             delivery = await self._producer.send(
-                self._dlq_topic, value=value, key=key, headers=headers
+                self._topics.dead_letters, value=value, key=key, headers=headers
             )
             await delivery
         except KafkaError as exc:

@@ -1,46 +1,48 @@
-"""The Kafka consumer: group membership, manual commits, and the rebalance listener."""
+"""Joining the consumer group: the one listener aiokafka calls on a rebalance.
+
+The listener hands the partitions to the handler (``PartitionOwnership`` exactly once, the
+``Pipeline`` itself at least once), then tells the observers (health: a completed join is
+membership, a revoked partition's lag series goes) once the handler is done.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
-from consumer.settings import Settings
-from consumer.stream.kafka import client_options
-
-
-class RebalanceHandler(Protocol):
-    """What happens to owned work when partitions move."""
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None: ...
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
+from consumer.stream.partitions import Partition, RebalanceHandler, RebalanceObserver
 
 
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, handler: RebalanceHandler) -> None:
+class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """aiokafka's listener: the handler moves the partitions, then the observers hear of it."""
+
+    def __init__(
+        self, handler: RebalanceHandler, observers: Sequence[RebalanceObserver] = ()
+    ) -> None:
         self._handler = handler
+        self._observers = tuple(observers)
 
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._handler.on_partitions_revoked(set(revoked))
+    async def on_partitions_revoked(self, revoked: set[Partition]) -> None:
+        """Hand the partitions back (their work drains and commits), then tell observers."""
+        partitions = set(revoked)
+        await self._handler.on_partitions_revoked(partitions)
+        for observer in self._observers:
+            observer.partitions_revoked(partitions)
 
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        await self._handler.on_partitions_assigned(set(assigned))
-
-
-def create_consumer(settings: Settings, *, group_id: str | None = None) -> AIOKafkaConsumer:
-    """A consumer with manual commits that reads only committed (transactional) records."""
-    return AIOKafkaConsumer(
-        group_id=group_id if group_id is not None else settings.consumer_group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        isolation_level="read_committed",
-        max_poll_interval_ms=300_000,
-        **client_options(settings, client_id=f"{settings.consumer_group}-consumer"),
-    )
+    async def on_partitions_assigned(self, assigned: set[Partition]) -> None:
+        """Take the partitions (exactly once: in the background), then tell observers."""
+        partitions = set(assigned)
+        await self._handler.on_partitions_assigned(partitions)
+        for observer in self._observers:
+            observer.partitions_assigned(partitions)
 
 
-def subscribe(consumer: AIOKafkaConsumer, topic: str, handler: RebalanceHandler) -> None:
-    """Join the group on ``topic``, routing rebalances to the handler."""
-    consumer.subscribe([topic], listener=_Listener(handler))
+def subscribe(
+    consumer: AIOKafkaConsumer,
+    topic: str,
+    handler: RebalanceHandler,
+    observers: Sequence[RebalanceObserver] = (),
+) -> None:
+    """Join the group on ``topic``, routing rebalances to the handler and then the observers."""
+    consumer.subscribe([topic], listener=Listener(handler, observers))

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 
 import structlog
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 from aiokafka.producer.transaction_manager import TransactionState
 
 from consumer.errors import PublishError
-from consumer.stream.sink import Record, dead_letter_record
+from consumer.stream.aiokafka_compat import transaction_state
+from consumer.stream.clients import start_once
+from consumer.stream.sink import OutcomeTopics, Record, dead_letter_record
 from schemas.verdict import VerdictEvent
 
 log = structlog.get_logger(__name__)
@@ -53,12 +55,11 @@ class TransactionalSink:
     """A ``VerdictSink`` whose ``commit`` publishes outcomes and offsets atomically."""
 
     def __init__(
-        self, make_producer: ProducerFactory, group_id: str, verdicts_topic: str, dlq_topic: str
+        self, make_producer: ProducerFactory, group_id: str, topics: OutcomeTopics
     ) -> None:
         self._make_producer = make_producer
         self._group_id = group_id
-        self._verdicts_topic = verdicts_topic
-        self._dlq_topic = dlq_topic
+        self._topics = topics
         self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
         self._outcomes: dict[TopicPartition, dict[int, _Outcome]] = {}
         self._stopping: set[asyncio.Task[None]] = set()  # lost producers, being stopped
@@ -74,13 +75,13 @@ class TransactionalSink:
         if source is None:
             raise PublishError("exactly-once needs the verdict's source coordinates")
         value = verdict.model_dump_json().encode("utf-8")
-        outcome = _Outcome(self._verdicts_topic, verdict.verdict_id.encode(), value, None)
+        outcome = _Outcome(self._topics.verdicts, verdict.verdict_id.encode(), value, None)
         self._hold(TopicPartition(source.topic, source.partition), source.offset, outcome)
 
     async def dead_letter(self, record: Record, reason: str) -> None:
         """Hold the dead letter until its offset is committed (in the same transaction)."""
         key, value, headers = dead_letter_record(record, reason)
-        outcome = _Outcome(self._dlq_topic, key, value, headers)
+        outcome = _Outcome(self._topics.dead_letters, key, value, headers)
         self._hold(TopicPartition(record.topic, record.partition), record.offset, outcome)
 
     def _hold(self, tp: TopicPartition, offset: int, outcome: _Outcome) -> None:
@@ -166,7 +167,8 @@ class TransactionalSink:
             return  # initialised by an attempt whose later step failed: it still fences
         producer = self._make_producer(self.transactional_id(tp))
         try:
-            await producer.start()
+            if (unreachable := await start_once(producer)) is not None:
+                raise KafkaConnectionError(unreachable.reason)
         except BaseException:
             await _stop_quietly(producer)
             raise
@@ -190,13 +192,12 @@ class TransactionalSink:
 async def _recovered(producer: AIOKafkaProducer) -> bool:
     """After a failed transaction: can this producer begin another? Aborts first when the
     failure left an abortable transaction open."""
-    manager = producer._txn_manager  # aiokafka has no public transaction state
-    if manager.state == TransactionState.ABORTABLE_ERROR:
+    if transaction_state(producer) == TransactionState.ABORTABLE_ERROR:
         try:
             await asyncio.wait_for(producer.abort_transaction(), ABORT_TIMEOUT_S)
         except (KafkaError, AssertionError, TimeoutError):
             return False
-    return bool(manager.state == TransactionState.READY)
+    return bool(transaction_state(producer) == TransactionState.READY)
 
 
 def _retrieve(delivery: asyncio.Future[object]) -> None:

@@ -7,10 +7,6 @@ a free port (module-scoped, deleted at the end), never the shared one the other 
 from __future__ import annotations
 
 import asyncio
-import os
-import random
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +15,7 @@ import pytest
 
 from consumer.localjudge.server import JudgeServer
 from tests.support.fake_judge import ScriptedJudge
-from tests.support.kafka import KAFKA_LOCAL
+from tests.support.kafka import free_port_pair, kafka_local_async, own_kafka_local
 from tests.support.streams import Topics, create_topics, produce
 from tests.support.workers import (
     VerdictCollector,
@@ -39,58 +35,17 @@ OUTAGE_S = 5.0
 DRAIN_TIMEOUT_S = 3.0
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port_pair() -> int:
-    """A port P with P and P+1 free (kafka-local's PLAINTEXT and controller ports)."""
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(20000, 30000)
-        if _free(port) and _free(port + 1):
-            return port
-    raise RuntimeError("no two free consecutive ports")
-
-
-async def kafka_local(command: str, port: int) -> None:
-    """``KAFKA_PORT=port scripts/kafka-local COMMAND``, without blocking the event loop."""
-    process = await asyncio.create_subprocess_exec(
-        str(KAFKA_LOCAL), *command.split(), env={**os.environ, "KAFKA_PORT": str(port)},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"kafka-local {command} failed:\n{out.decode()}{err.decode()}")
-
-
-def _kafka_local_sync(command: str, port: int) -> None:
-    env = {**os.environ, "KAFKA_PORT": str(port)}
-    subprocess.run([str(KAFKA_LOCAL), *command.split()], env=env, capture_output=True,
-                   check=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def own_broker() -> Iterator[tuple[str, int]]:
     """A broker of this module's own, on a free port; stopped and deleted afterwards."""
-    port = free_port_pair()
-    try:
-        _kafka_local_sync("start", port)
-        yield f"127.0.0.1:{port}", port
-    finally:
-        _kafka_local_sync("stop --clean", port)
+    yield from own_kafka_local()
 
 
 async def test_worker_rides_out_a_broker_restart(
     own_broker: tuple[str, int], fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path
 ) -> None:
     bootstrap, port = own_broker
-    await kafka_local("start", port)  # already running, unless a test before left it down
+    await kafka_local_async("start", port)  # already running, unless a test before left it down
     judge, server = fake_judge
     judge.latency_s = 0.03
     topics = Topics.fresh("restart")
@@ -103,12 +58,12 @@ async def test_worker_rides_out_a_broker_restart(
         worker = await pool.start(env)
         assert await out.wait_for_count(300, timeout_s=90), worker.log()
         stopping = time.monotonic()
-        await kafka_local("stop", port)  # graceful; the data dir stays
+        await kafka_local_async("stop", port)  # graceful; the data dir stays
         await asyncio.sleep(OUTAGE_S)
         assert worker.running, "the worker exited while the broker was down\n" + worker.log()
         before = len(out.verdicts)
         starting = time.monotonic()
-        await kafka_local("start", port)  # the same broker: same data, same port
+        await kafka_local_async("start", port)  # the same broker: same data, same port
         ready_s = time.monotonic() - starting
         assert await out.wait_for(set(scores), timeout_s=120), (
             "verdicts are missing after the broker came back\n" + worker.log()[-5000:]
@@ -135,7 +90,7 @@ async def test_worker_rides_out_a_broker_restart(
     assert committed == ends
     assert not tracebacks(worker.log())
     # No busy loop while the broker is down (aiokafka's metadata retries used to spin: about
-    # 2,000 ERROR lines a second; see consumer/stream/kafka.py).
+    # 2,000 ERROR lines a second; see consumer/stream/aiokafka_compat.py).
     assert lines < 40 * (time.monotonic() - stopping), "log flood while the broker was down"
 
 
@@ -169,7 +124,7 @@ async def test_sigterm_while_the_broker_is_down_exits_within_the_grace_period(
     # Before the fix the fetch loop sat in consumer.commit(), which looks for the group
     # coordinator until the broker is back, so SIGTERM was never acted on.
     bootstrap, port = own_broker
-    await kafka_local("start", port)
+    await kafka_local_async("start", port)
     judge, server = fake_judge
     judge.latency_s = 0.03
     topics = Topics.fresh("term-down")
@@ -183,7 +138,7 @@ async def test_sigterm_while_the_broker_is_down_exits_within_the_grace_period(
         async with VerdictCollector(bootstrap, topics.verdicts) as out:
             worker = await pool.start(env)
             assert await out.wait_for_count(200, timeout_s=90), worker.log()
-        await kafka_local("stop", port)  # left down: the module's teardown deletes it
+        await kafka_local_async("stop", port)  # left down: the module's teardown deletes it
         await asyncio.sleep(1.0)  # in-flight verdicts now wait for the broker
         signalled = time.monotonic()
         code = await worker.terminate(timeout_s=60)

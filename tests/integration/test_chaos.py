@@ -16,7 +16,7 @@ import pytest
 
 from consumer.localjudge.server import JudgeServer
 from consumer.settings import Settings
-from consumer.worker import max_uncommitted
+from consumer.wiring import max_uncommitted
 from tests.support.fake_judge import ScriptedJudge
 from tests.support.streams import Topics, create_topics, produce
 from tests.support.workers import (

@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 TRACES = 2400
 PARTITIONS = 6
 STOPS = 12
-JUDGE_LATENCY_S = 0.02
+JUDGE_LATENCY_S = 0.04  # paces the workers so that work is left at every stop
 
 
 async def test_sigterm_at_random_moments_publishes_each_verdict_once(

@@ -17,7 +17,8 @@ import pytest
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from consumer.judge.prompt import read_data
-from consumer.localjudge.server import JudgeServer, Reply, completion
+from consumer.localjudge.replies import Reply, completion
+from consumer.localjudge.server import JudgeServer
 from tests.support.records import Parts, filled, producible
 from tests.support.streams import (
     Topics,

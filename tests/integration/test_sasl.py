@@ -6,7 +6,8 @@ module and stopped after it, whatever ``KAFKA_BOOTSTRAP_SERVERS`` says. The work
 subprocess (``groundedness run``): with the right credentials a verdict reaches the verdicts
 topic (in both delivery modes, so the transactional producers authenticate too); with wrong
 ones it refuses with one ``kafka_auth_failed`` line, exit code 2, no traceback and no
-password, and consumes nothing.
+password, and consumes nothing. ``groundedness replay`` starts its clients the same way, so
+it refuses wrong credentials in the same line (it used to say it "cannot reach" the broker).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from consumer.localjudge.server import JudgeServer
+from consumer.settings import Settings
 from tests.support.fake_judge import ScriptedJudge
 from tests.support.kafka import KAFKA_LOCAL, START_TIMEOUT_S, STOP_TIMEOUT_S
 from tests.support.streams import (
@@ -32,7 +35,7 @@ from tests.support.streams import (
     trace,
     verdicts_by_trace,
 )
-from tests.support.workers import WorkerPool, tracebacks, worker_env
+from tests.support.workers import REPO_ROOT, WorkerPool, tracebacks, worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -157,5 +160,39 @@ async def test_wrong_credentials_are_refused_in_one_line_with_exit_code_2(
     assert PASSWORD not in log
     assert not tracebacks(log)
     assert judge.count() == 0, "nothing was consumed, so nothing was judged"
+    committed, _ = await group_offsets(sasl_broker.plaintext, topics.group, topics.traces)
+    assert committed == {0: 0}
+
+
+async def test_replay_with_wrong_credentials_is_refused_in_one_line_with_exit_code_2(
+    sasl_broker: SaslBroker, fake_judge: tuple[ScriptedJudge, JudgeServer],
+) -> None:
+    judge, server = fake_judge
+    topics = Topics.fresh("sasl-bad-replay")
+    await create_topics(sasl_broker.plaintext, topics, partitions=1)
+    await produce(sasl_broker.plaintext, topics.traces, [trace("t-1", "An answer. [[score=5]]")])
+    env = sasl_env(sasl_broker, topics, server.url, "SCRAM-SHA-512", WRONG_PASSWORD)
+    inherited = {name: value for name, value in os.environ.items()
+                 if name.lower() not in Settings.model_fields}
+    # ``-m`` from the repository root: the command of the code beside this test.
+    replay = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "consumer.cli", "replay", "--from", "2000-01-01T00:00:00Z",
+        env=inherited | env, cwd=str(REPO_ROOT), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(replay.communicate(), timeout=60)
+    log = output.decode()
+
+    assert "cannot reach" not in log
+    assert replay.returncode == 2, log
+    refusals = [line for line in log.splitlines() if "kafka_auth_failed" in line]
+    assert len(refusals) == 1, log
+    (refusal,) = refusals
+    assert refusal.startswith("kafka_auth_failed: the broker 127.0.0.1:")
+    assert "SaslAuthenticationFailed" in refusal
+    assert sum("SaslAuthenticationFailed" in line for line in log.splitlines()) == 1
+    assert WRONG_PASSWORD not in log
+    assert not tracebacks(log)
+    assert judge.count() == 0
     committed, _ = await group_offsets(sasl_broker.plaintext, topics.group, topics.traces)
     assert committed == {0: 0}

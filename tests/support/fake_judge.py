@@ -46,7 +46,7 @@ from itertools import pairwise
 from typing import Any
 
 from consumer.judge.prompt import read_data
-from consumer.localjudge.server import Reply, completion, error_reply
+from consumer.localjudge.replies import Reply, completion, error_reply
 
 PROBE = "probe"
 _MARKER = re.compile(r"\[\[([^\[\]]*)\]\]")

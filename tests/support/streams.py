@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from consumer.settings import Settings, load_settings
 from consumer.worker import run_worker
+from scripts.kafka import broker
 
 
 @dataclass(frozen=True)
@@ -46,16 +46,9 @@ class Topics:
 
 async def create_topics(bootstrap: str, topics: Topics, partitions: int = 3) -> None:
     """Create the traces topic with ``partitions`` and the outputs with one each."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([
-            NewTopic(topics.traces, num_partitions=partitions, replication_factor=1),
-            NewTopic(topics.verdicts, num_partitions=1, replication_factor=1),
-            NewTopic(topics.dlq, num_partitions=1, replication_factor=1),
-        ])
-    finally:
-        await admin.close()
+    await broker.create_topics(
+        bootstrap, {topics.traces: partitions, topics.verdicts: 1, topics.dlq: 1}
+    )
 
 
 async def produce(

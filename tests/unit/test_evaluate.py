@@ -1,23 +1,28 @@
-"""One trace -> one verdict through the real ``AsyncOpenAI`` client over a mock transport: a
-judge endpoint that echoes the request's credentials never gets them into a verdict."""
+"""One trace -> one verdict: each judge result becomes its verdict, an outage is held through,
+and (through the real ``AsyncOpenAI`` client over a mock transport) a judge endpoint that
+echoes the request's credentials never gets them into a verdict."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import httpx2
 import pytest
 from openai import AsyncOpenAI
 
+from consumer.errors import JudgeUnavailable
 from consumer.evaluate import Evaluator
+from consumer.judge.attempts import Retries
 from consumer.judge.client import OpenAIJudge
-from consumer.judge.prompt import Limits, read_data
+from consumer.judge.prompt import JudgeRequest, Limits, read_data
 from consumer.judge.ratelimit import JudgeLimiter
+from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.settings import load_settings
-from consumer.worker import make_evaluator
+from consumer.wiring import make_evaluator
+from schemas.judge import JudgeAnswer
 from schemas.trace import TraceEvent
-from schemas.verdict import Source
+from schemas.verdict import Source, Usage
 
 API_KEY = "sk-proj-EchoedBackKey0123456789abcdefXYZ"
 SASL_PASSWORD = "kafka-sasl-password-0123456789"
@@ -25,6 +30,59 @@ TRACE = TraceEvent(trace_id="t-echo", output="Paris is the capital.",
                    retrieved_documents=["Paris."])
 SOURCE = Source(topic="llm-traces", partition=0, offset=7)
 Handler = Callable[[httpx2.Request], httpx2.Response]
+USAGE = Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
+
+
+class ScriptedResults:
+    """A ``Judge`` that returns (or raises) what it is given, in order."""
+
+    model = "scripted"
+    holding = False
+
+    def __init__(self, *outcomes: JudgeResult | JudgeUnavailable) -> None:
+        self._outcomes: Iterator[JudgeResult | JudgeUnavailable] = iter(outcomes)
+        self.calls = 0
+
+    async def judge(self, request: JudgeRequest) -> JudgeResult:
+        self.calls += 1
+        outcome = next(self._outcomes)
+        if isinstance(outcome, JudgeUnavailable):
+            raise outcome
+        return outcome
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("result", "verdict", "error"),
+    [
+        pytest.param(Answered(JudgeAnswer(score=4, reason="ok"), USAGE, 42, 2), "pass", None,
+                     id="answered"),
+        pytest.param(TraceFailed("judge_http_403", "refused", USAGE, 42, 2), "error",
+                     ("judge_http_403", "refused"), id="trace-failed"),
+    ],
+)
+async def test_each_judge_result_becomes_its_verdict(
+    result: JudgeResult, verdict: str, error: tuple[str, str] | None
+) -> None:
+    judge = ScriptedResults(result)
+    evaluation = await Evaluator(judge, 0.5, Limits()).evaluate(TRACE, SOURCE)
+    made = evaluation.verdict
+    assert evaluation.result is result
+    assert made.verdict == verdict
+    found = (made.error.type, made.error.message) if made.error is not None else None
+    assert found == error
+    assert (made.usage, made.latency_ms, made.source) == (USAGE, 42, SOURCE)
+
+
+async def test_an_outage_is_held_through_never_a_verdict() -> None:
+    judge = ScriptedResults(JudgeUnavailable("judge_http_503", "down"),
+                            JudgeUnavailable("judge_unavailable", "holding"),
+                            Answered(JudgeAnswer(score=5, reason="ok"), USAGE, 1, 1))
+    evaluation = await Evaluator(judge, 0.5, Limits()).evaluate(TRACE, SOURCE)
+    assert evaluation.verdict.verdict == "pass"
+    assert judge.calls == 3
 
 
 def completion(content: str) -> httpx2.Response:
@@ -70,7 +128,8 @@ def echo_judge(handler: Handler) -> OpenAIJudge:
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
     )
     return OpenAIJudge(client, "judge-model", timeout_s=5.0, max_concurrency=2,
-                       limiter=JudgeLimiter(None, None), backoff_s=0.01, probe_delay_s=0.05)
+                       limiter=JudgeLimiter(None, None), retries=Retries(backoff_s=0.01),
+                       probe_delay_s=0.05)
 
 
 def assert_no_secret(published: str) -> None:
@@ -96,8 +155,8 @@ async def test_an_echoed_key_in_an_error_never_reaches_the_verdict(padding: int)
     assert verdict.error is not None
     assert verdict.error.type == "judge_http_400"
     assert "[REDACTED]" in verdict.error.message
-    assert evaluation.result.error is not None
-    assert API_KEY[:8] in evaluation.result.error.message, "the endpoint did echo it"
+    assert isinstance(evaluation.result, TraceFailed)
+    assert API_KEY[:8] in evaluation.result.message, "the endpoint did echo it"
     assert_no_secret(verdict.model_dump_json())  # what the sink publishes
 
 

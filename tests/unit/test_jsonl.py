@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from consumer.commands.offline import read_dataset, read_traces
-from consumer.commands.sample import read_labelled
-from consumer.jsonl import numbered_lines, read_text
-from consumer.localjudge.heuristic import load_examples
+from consumer.commands.sample import as_trace
+from consumer.jsonl import numbered_lines, parse_labelled, read_labelled, read_text
 
 # Characters str.splitlines breaks on that may stand raw in a JSON line: inside strings
 # (U+2028, U+2029, U+0085 are not JSON control characters), or, for CR, as whitespace between
@@ -71,19 +70,15 @@ def _check_rows(path: Path) -> list[Any]:
     return [numbered.trace.output for numbered in traces]
 
 
-def _sample_rows(path: Path) -> list[Any]:
-    return [labelled["output"] for labelled in read_labelled(path)]
-
-
-def _heuristic_rows(path: Path) -> list[Any]:
-    return [example.answer for example in load_examples(path)]
+def _labelled_rows(path: Path) -> list[Any]:
+    """What load-sample and the heuristic's measurement read."""
+    return [as_trace(labelled)["output"] for labelled in read_labelled(path)]
 
 
 READERS: list[Any] = [
     pytest.param(_dataset_rows, id="eval-dataset"),
     pytest.param(_check_rows, id="check-traces"),
-    pytest.param(_sample_rows, id="load-sample"),
-    pytest.param(_heuristic_rows, id="heuristic-examples"),
+    pytest.param(_labelled_rows, id="labelled"),
 ]
 
 
@@ -118,3 +113,35 @@ def test_every_jsonl_reader_reads_a_file_with_a_byte_order_mark(
     if reader is _check_rows:
         path.write_bytes(path.read_bytes().replace(b'{"id"', b'{"trace_id"'))
     assert reader(path) == [f"Answer {i}. {IN_STRINGS}" for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        pytest.param('{"output": "x", "label": "maybe"}', "label must be grounded or ungrounded, "
+                     "got 'maybe'", id="unknown-label"),
+        pytest.param('{"output": "x"}', "label must be grounded or ungrounded, got None",
+                     id="no-label"),
+        pytest.param('["grounded"]', "not a JSON object", id="not-an-object"),
+        pytest.param('{"label": "grounded", ', "Expecting property name", id="broken-json"),
+    ],
+)
+def test_a_bad_labelled_row_is_refused_with_its_line(line: str, why: str) -> None:
+    text = '{"output": "fine", "label": "grounded"}\n\n' + line + "\n"
+    with pytest.raises(ValueError, match=r"^rows\.jsonl:3: ") as caught:
+        parse_labelled(text, "rows.jsonl")
+    assert why in str(caught.value)
+
+
+def test_labelled_rows_keep_their_fields_and_line() -> None:
+    text = (
+        '{"id": "a", "input": "Q?", "documents": ["D"], "output": "A.", "label": "grounded", '
+        '"source": "s"}\n'
+        '{"output": "B.", "label": "ungrounded"}\n'
+    )
+    first, second = parse_labelled(text)
+    assert (first.line, first.id, first.input, first.documents, first.output, first.source) == (
+        1, "a", "Q?", ["D"], "A.", "s")
+    assert first.grounded
+    assert (second.line, second.id, second.documents, second.grounded) == (
+        2, "line-2", [], False)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from consumer.errors import JudgeError
 from consumer.judge.prompt import parse_answer
+from consumer.judge.result import Answered, TraceFailed
 from consumer.redaction import known_secrets
 from consumer.verdicts import (
     MAX_CLAIM_CHARS,
@@ -44,7 +44,7 @@ def ctx(threshold: float) -> Context:
 )
 def test_pass_when_score_reaches_threshold(raw: int, threshold: float, outcome: str) -> None:
     answer = JudgeAnswer(score=raw, reason="r", unsupported_claims=[])
-    verdict = judged(TRACE, answer, None, 12, ctx(threshold))
+    verdict = judged(TRACE, Answered(answer, None, 12, 1), ctx(threshold))
     assert verdict.verdict == outcome
     assert verdict.score == (raw - 1) / 4
     assert verdict.raw_score == raw
@@ -52,7 +52,7 @@ def test_pass_when_score_reaches_threshold(raw: int, threshold: float, outcome: 
 
 
 def test_error_has_no_score_and_never_passes() -> None:
-    verdict = errored(TRACE, JudgeError("refused", "no"), None, 5, ctx(0.0))
+    verdict = errored(TRACE, TraceFailed("refused", "no", None, 5, 1), ctx(0.0))
     assert verdict.verdict == "error"
     assert verdict.score is None
     assert verdict.raw_score is None
@@ -61,7 +61,7 @@ def test_error_has_no_score_and_never_passes() -> None:
 
 
 def test_verdict_carries_the_contract_fields() -> None:
-    verdict = judged(TRACE, JudgeAnswer(score=4, reason="ok"), None, 7, ctx(0.5))
+    verdict = judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1), ctx(0.5))
     data = verdict.model_dump(mode="json")
     assert set(data) == set(VerdictEvent.model_fields)
     assert data["schema_version"] == 1
@@ -76,8 +76,8 @@ def test_verdict_id_is_deterministic_per_trace_and_prompt_version() -> None:
     assert verdict_id("trace-1") == verdict_id("trace-1")
     assert verdict_id("trace-1") != verdict_id("trace-2")
     assert verdict_id("trace-1", "groundedness@v2") != verdict_id("trace-1")
-    first = judged(TRACE, JudgeAnswer(score=4, reason="a"), None, 1, ctx(0.5))
-    again = errored(TRACE, JudgeError("x", "y"), None, 1, ctx(0.9))
+    first = judged(TRACE, Answered(JudgeAnswer(score=4, reason="a"), None, 1, 1), ctx(0.5))
+    again = errored(TRACE, TraceFailed("x", "y", None, 1, 1), ctx(0.9))
     assert first.verdict_id == again.verdict_id == verdict_id("trace-1")
 
 
@@ -85,10 +85,11 @@ def test_secrets_are_redacted_from_what_the_judge_wrote() -> None:
     secret = "sk-live-0123456789abcdef"
     context = Context("judge-model", 0.5, Truncation(), SOURCE, secrets=(secret,))
     answer = JudgeAnswer(score=2, reason=f"saw {secret}", unsupported_claims=[secret, "ok"])
-    verdict = judged(TRACE, answer, None, 1, context)
+    verdict = judged(TRACE, Answered(answer, None, 1, 1), context)
     assert (verdict.reason, verdict.unsupported_claims) == (
         "saw [REDACTED]", ["[REDACTED]", "ok"])
-    error = errored(TRACE, JudgeError("judge_http_400", f"Bearer {secret[:10]}"), None, 1, context)
+    failed = TraceFailed("judge_http_400", f"Bearer {secret[:10]}", None, 1, 1)
+    error = errored(TRACE, failed, context)
     assert error.error is not None
     assert error.error.message == "Bearer [REDACTED]"
 
@@ -111,7 +112,7 @@ def test_a_secret_straddling_a_bound_is_redacted_before_the_cut(
         "unsupported_claims": [text] if field == "claim" else [],
     }))
     context = Context("m", 0.5, Truncation(), None, known_secrets([LONG_KEY]))
-    verdict = judged(TRACE, answer, None, 1, context)
+    verdict = judged(TRACE, Answered(answer, None, 1, 1), context)
     written = verdict.reason if field == "reason" else verdict.unsupported_claims[0]
     assert written is not None
     assert len(written) <= bound
@@ -128,7 +129,7 @@ def test_an_overlong_answer_is_cut_to_fit_a_verdict() -> None:
     claims = [f"claim {i} " + "c" * 5000 for i in range(MAX_CLAIMS + 10)]
     answer = parse_answer(json.dumps({"score": 2, "reason": "r" * 100_000,
                                       "unsupported_claims": claims}))
-    verdict = judged(TRACE, answer, None, 1, ctx(0.5))
+    verdict = judged(TRACE, Answered(answer, None, 1, 1), ctx(0.5))
     assert verdict.raw_score == 2
     assert verdict.reason is not None
     assert len(verdict.reason) == MAX_VERDICT_REASON_CHARS
@@ -141,12 +142,12 @@ def test_an_overlong_answer_is_cut_to_fit_a_verdict() -> None:
 def test_an_answer_within_the_bounds_is_kept_whole() -> None:
     claims = ["x" * MAX_CLAIM_CHARS] * MAX_CLAIMS
     answer = JudgeAnswer(score=2, reason="r" * MAX_VERDICT_REASON_CHARS, unsupported_claims=claims)
-    verdict = judged(TRACE, answer, None, 1, ctx(0.5))
+    verdict = judged(TRACE, Answered(answer, None, 1, 1), ctx(0.5))
     assert (verdict.reason, verdict.unsupported_claims) == ("r" * MAX_VERDICT_REASON_CHARS, claims)
 
 
 def test_a_long_error_message_is_cut() -> None:
-    verdict = errored(TRACE, JudgeError("judge_http_400", "m" * 100_000), None, 1, ctx(0.5))
+    verdict = errored(TRACE, TraceFailed("judge_http_400", "m" * 100_000, None, 1, 1), ctx(0.5))
     assert verdict.error is not None
     assert len(verdict.error.message) == MAX_ERROR_MESSAGE_CHARS
     assert verdict.error.message.endswith("…")
@@ -165,7 +166,7 @@ def test_the_largest_possible_verdict_fits_a_kafka_record() -> None:
                                       "unsupported_claims": [huge] * 200}))
     source = Source(topic="t" * 249, partition=2**31 - 1, offset=2**63 - 1)
     context = Context("m" * 256, 0.5, Truncation(documents_cut=list(range(12))), source)
-    for verdict in (judged(trace, answer, Usage(), 2**31, context),
-                    errored(trace, JudgeError("judge_http_400", huge), None, 1, context)):
+    for verdict in (judged(trace, Answered(answer, Usage(), 2**31, 1), context),
+                    errored(trace, TraceFailed("judge_http_400", huge, None, 1, 1), context)):
         size = len(verdict.model_dump_json().encode("utf-8")) + len(verdict.verdict_id)
         assert size < 512 * 1024, verdict.verdict

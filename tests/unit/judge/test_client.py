@@ -13,9 +13,11 @@ import pytest
 from openai import AsyncOpenAI
 
 from consumer.errors import JudgeUnavailable
+from consumer.judge.attempts import Retries
 from consumer.judge.client import OpenAIJudge
 from consumer.judge.prompt import Limits, build_request
 from consumer.judge.ratelimit import JudgeLimiter
+from consumer.judge.result import Answered, TraceFailed
 from schemas.trace import TraceEvent
 
 Handler = Callable[[dict[str, Any]], httpx2.Response]
@@ -64,8 +66,8 @@ def make_judge(recorder: Recorder, **options: Any) -> OpenAIJudge:
         api_key="sk-test", base_url="http://judge.test/v1", max_retries=0,
         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(recorder)),
     )
-    defaults: dict[str, Any] = {"timeout_s": 5.0, "max_concurrency": 4, "backoff_s": 0.01,
-                                "probe_delay_s": 0.05}
+    defaults: dict[str, Any] = {"timeout_s": 5.0, "max_concurrency": 4,
+                                "retries": Retries(backoff_s=0.01), "probe_delay_s": 0.05}
     return OpenAIJudge(client, "judge-model", limiter=JudgeLimiter(None, None),
                        **(defaults | options))
 
@@ -79,7 +81,7 @@ REQUEST = build_request(
 async def test_a_valid_answer_is_returned_with_usage() -> None:
     recorder = Recorder(lambda body: answer(4))
     result = await make_judge(recorder).judge(REQUEST)
-    assert result.answer is not None
+    assert isinstance(result, Answered)
     assert result.answer.score == 4
     assert result.usage is not None
     assert result.usage.total_tokens == 120
@@ -100,8 +102,8 @@ async def test_structured_output_falls_back_when_rejected() -> None:
     judge = make_judge(recorder)
     first = await judge.judge(REQUEST)
     second = await judge.judge(REQUEST)
-    assert first.answer is not None
-    assert second.answer is not None
+    assert isinstance(first, Answered)
+    assert isinstance(second, Answered)
     kinds = [b.get("response_format", {}).get("type") for b in recorder.bodies]
     assert kinds == ["json_schema", "json_object", None, None]
 
@@ -109,16 +111,15 @@ async def test_structured_output_falls_back_when_rejected() -> None:
 async def test_garbage_is_retried_once_then_becomes_an_error() -> None:
     recorder = Recorder(lambda body: answer(content="not json at all"))
     result = await make_judge(recorder).judge(REQUEST)
-    assert result.answer is None
-    assert result.error is not None
-    assert result.error.kind == "unparseable_answer"
+    assert isinstance(result, TraceFailed)
+    assert result.kind == "unparseable_answer"
     assert len(recorder.trace_calls) == 2
 
 
 async def test_garbage_then_valid_answer_passes() -> None:
     replies = iter([answer(content="{oops"), answer(5)])
     result = await make_judge(Recorder(lambda body: next(replies))).judge(REQUEST)
-    assert result.answer is not None
+    assert isinstance(result, Answered)
     assert result.attempts == 2
 
 
@@ -135,8 +136,8 @@ async def test_per_trace_refusals_are_errors_without_retry(
 ) -> None:
     recorder = Recorder(lambda body: response)
     result = await make_judge(recorder).judge(REQUEST)
-    assert result.error is not None
-    assert result.error.kind == kind
+    assert isinstance(result, TraceFailed)
+    assert result.kind == kind
     assert len(recorder.trace_calls) == 1
 
 
@@ -152,8 +153,8 @@ async def test_a_4xx_for_one_trace_while_the_judge_answers_others_is_its_error(
     recorder = Recorder(handler)
     judge = make_judge(recorder)
     result = await judge.judge(REQUEST)
-    assert result.error is not None
-    assert (result.error.kind, result.error.message) == (
+    assert isinstance(result, TraceFailed)
+    assert (result.kind, result.message) == (
         f"judge_http_{status}", f"Error code: {status} - refused")
     assert not judge.breaker.is_open
     assert len(recorder.trace_calls) == 2  # once more after the probe answered
@@ -192,7 +193,7 @@ async def test_retry_after_is_honoured() -> None:
     replies = iter([error(429, "slow down", headers={"retry-after": "0.3"}), answer(5)])
     recorder = Recorder(lambda body: next(replies))
     result = await make_judge(recorder).judge(REQUEST)
-    assert result.answer is not None
+    assert isinstance(result, Answered)
     assert recorder.times[1] - recorder.times[0] >= 0.29
 
 
@@ -203,11 +204,11 @@ async def test_failing_trace_while_judge_answers_others_becomes_error() -> None:
         return answer(5)
 
     recorder = Recorder(handler)
-    judge = make_judge(recorder, max_attempts=3)
+    judge = make_judge(recorder, retries=Retries(max_attempts=3, backoff_s=0.01))
     poison = build_request(TraceEvent(trace_id="p", output="poison"), Limits())
     result = await judge.judge(poison)
-    assert result.error is not None
-    assert result.error.kind == "judge_http_500"
+    assert isinstance(result, TraceFailed)
+    assert result.kind == "judge_http_500"
     assert not judge.breaker.is_open
     # Three tries, then one more once the judge was seen answering others.
     assert len([b for b in recorder.trace_calls if "poison" in json.dumps(b)]) == 4
@@ -219,13 +220,13 @@ async def test_outage_raises_unavailable_and_opens_the_circuit() -> None:
     def handler(body: dict[str, Any]) -> httpx2.Response:
         return answer(5) if healthy else error(503, "overloaded")
 
-    judge = make_judge(Recorder(handler), max_attempts=2)
+    judge = make_judge(Recorder(handler), retries=Retries(max_attempts=2, backoff_s=0.01))
     with pytest.raises(JudgeUnavailable):
         await judge.judge(REQUEST)
     assert judge.breaker.is_open
     healthy = True
     result = await asyncio.wait_for(judge.judge(REQUEST), timeout=5)
-    assert result.answer is not None
+    assert isinstance(result, Answered)
     assert not judge.breaker.is_open
     await judge.close()
 
@@ -255,7 +256,7 @@ async def test_concurrency_is_bounded() -> None:
     judge = OpenAIJudge(client, "m", timeout_s=5, max_concurrency=3,
                         limiter=JudgeLimiter(None, None))
     results = await asyncio.gather(*(judge.judge(REQUEST) for _ in range(12)))
-    assert all(r.answer is not None for r in results)
+    assert all(isinstance(r, Answered) for r in results)
     assert peak == 3
 
 
@@ -269,7 +270,8 @@ async def test_rate_limits_never_become_error_verdicts() -> None:
         return next(replies, answer(4))
 
     recorder = Recorder(handler)
-    result = await make_judge(recorder, max_attempts=3).judge(REQUEST)
-    assert result.answer is not None
+    judge = make_judge(recorder, retries=Retries(max_attempts=3, backoff_s=0.01))
+    result = await judge.judge(REQUEST)
+    assert isinstance(result, Answered)
     assert result.answer.score == 4
     assert len(recorder.trace_calls) == 7

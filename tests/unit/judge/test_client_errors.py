@@ -1,8 +1,8 @@
 """The fake judge over real HTTP on loopback, through the real ``AsyncOpenAI`` client.
 
 These tests also pin what the openai client does with each failure (``max_retries=0``), since
-``consumer/judge/client.py`` maps exactly these exceptions; each runs through both of the SDK's HTTP
-transports: httpx (its default) and aiohttp (the one the worker uses).
+``consumer/judge/failures.py`` maps exactly these exceptions; each runs through both of the
+SDK's HTTP transports: httpx (its default) and aiohttp (the one the worker uses).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from consumer.judge.prompt import (
     build_request,
     parse_answer,
 )
-from consumer.localjudge.server import JudgeServer, Reply
+from consumer.judge.result import Answered
+from consumer.localjudge.replies import Reply
+from consumer.localjudge.server import JudgeServer
 from schemas.trace import TraceEvent
 from tests.support.fake_judge import JSON_SCHEMA_REJECTED, ScriptedJudge, markers
 from tests.support.ports import free_port
@@ -415,7 +417,7 @@ async def test_preflight_lists_models_and_spends_no_tokens(
         await judge.close()
     assert [entry["event"] for entry in logs] == [event]
     assert logs[0]["model"] == model
-    assert result.answer is not None
+    assert isinstance(result, Answered)
     assert judge_calls.count() == 1  # only the trace's call reached chat completions
 
 

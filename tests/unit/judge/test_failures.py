@@ -19,11 +19,14 @@ import pytest
 import structlog
 
 from consumer.errors import JudgeUnavailable
-from consumer.judge.client import MAX_RATE_LIMITED_ROUNDS, JudgeResult, OpenAIJudge, build_judge
+from consumer.judge.attempts import MAX_RATE_LIMITED_ROUNDS
+from consumer.judge.client import OpenAIJudge, build_judge
 from consumer.judge.failures import Action, classify
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, JudgeRequest, Limits, build_request
+from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.judge.shape import REASONING_ANSWER_TOKENS
-from consumer.localjudge.server import JudgeServer, error_reply
+from consumer.localjudge.replies import error_reply
+from consumer.localjudge.server import JudgeServer
 from consumer.ops.metrics import REGISTRY
 from schemas.trace import TraceEvent
 from tests.support.fake_judge import ScriptedJudge
@@ -76,10 +79,10 @@ async def test_a_403_for_one_trace_among_normal_ones_is_its_error_and_trips_noth
     answers[5] = "refused by the gateway [[status=403]]"
     results = await judge_all(judge, answers)
     refused = results.pop(5)
-    assert refused.error is not None
-    assert (refused.error.kind, refused.error.message) == (
+    assert isinstance(refused, TraceFailed)
+    assert (refused.kind, refused.message) == (
         "judge_http_403", "Error code: 403 - Country, region, or territory not supported")
-    assert all(result.answer is not None for result in results)
+    assert all(isinstance(result, Answered) for result in results)
     assert judge.breaker.trips == 0
 
 
@@ -89,8 +92,8 @@ async def test_a_403_with_nothing_else_in_flight_is_decided_by_probes(
     calls, server = fake_judge
     judge = production_judge(server.url)
     [result] = await judge_all(judge, ["[[status=403]]"])
-    assert result.error is not None
-    assert result.error.kind == "judge_http_403"
+    assert isinstance(result, TraceFailed)
+    assert result.kind == "judge_http_403"
     assert judge.breaker.trips == 0
     # Refused; a probe answered; one more try (an outage may just have ended); refused
     # again, and a probe sent after that answered too (the judge had not just gone down).
@@ -111,7 +114,7 @@ async def test_a_bad_key_holds_and_never_becomes_an_error(fake_judge: FakeJudge)
     finally:
         await judge.close()
     assert held == (True, 1.0)
-    assert result.answer is not None
+    assert isinstance(result, Answered)
     assert (judge.holding, circuit_gauge()) == (False, 0.0)
 
 
@@ -140,7 +143,7 @@ async def test_a_400_for_every_call_holds_and_says_why_in_one_line(fake_judge: F
     trace_call = calls.calls_for("an answer")[0].request
     probe = calls.calls_for("probe")[0].request
     assert without_messages(probe) == without_messages(trace_call)
-    assert result.answer is not None
+    assert isinstance(result, Answered)
 
 
 @pytest.mark.parametrize("model", ["o1", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "gpt-5.1"])
@@ -150,7 +153,7 @@ async def test_a_reasoning_model_is_asked_as_it_expects_from_the_first_call(
     calls, server = fake_judge
     calls.refused_params = frozenset({"max_tokens", "temperature"})
     results = await judge_all(production_judge(server.url, model), [f"a {i}" for i in range(6)])
-    assert all(result.answer is not None for result in results)
+    assert all(isinstance(result, Answered) for result in results)
     assert {c.status for c in calls.calls} == {200}
     for call in calls.calls:
         assert "max_completion_tokens" in call.request
@@ -168,7 +171,7 @@ async def test_a_model_that_refuses_max_tokens_and_temperature_is_adapted_to(
     first = await asyncio.gather(*(judge.judge(request_for(f"a {i}")) for i in range(8)))
     calls.reset()
     later = await judge_all(judge, [f"b {i}" for i in range(4)])
-    assert all(result.answer is not None for result in first + later)
+    assert all(isinstance(result, Answered) for result in first + later)
     assert judge.breaker.trips == 0
     assert {c.status for c in calls.calls} == {200}  # once adapted, asked right first time
     assert all("max_completion_tokens" in c.request and "temperature" not in c.request
@@ -181,7 +184,7 @@ async def test_an_endpoint_without_max_completion_tokens_gets_max_tokens(
     calls, server = fake_judge
     calls.refused_params = frozenset({"max_completion_tokens"})
     [result] = await judge_all(production_judge(server.url, "o3-mini"), ["an answer"])
-    assert result.answer is not None
+    assert isinstance(result, Answered)
     assert [c.status for c in calls.calls] == [400, 200]
     assert "max_tokens" in calls.calls[-1].request
 
@@ -201,7 +204,7 @@ async def test_concurrent_calls_to_an_endpoint_without_json_schema_never_error(
     calls.rejected_formats = frozenset(refused)
     calls.latency_s = 0.1  # all twelve in flight together
     results = await judge_all(production_judge(server.url), [f"a {i}" for i in range(12)])
-    assert [result.error for result in results] == [None] * 12
+    assert [result for result in results if isinstance(result, TraceFailed)] == []
     assert {c.response_format for c in calls.calls if c.status == 200} == {answered_with}
 
 
@@ -212,9 +215,9 @@ async def test_a_request_too_large_429_is_the_traces_error_at_once(fake_judge: F
     calls, server = fake_judge
     judge = production_judge(server.url)
     [result] = await judge_all(judge, ["[[too_large]]"])
-    assert result.error is not None
-    assert result.error.kind == "request_too_large"
-    assert "Request too large for gpt-4o-mini" in result.error.message
+    assert isinstance(result, TraceFailed)
+    assert result.kind == "request_too_large"
+    assert "Request too large for gpt-4o-mini" in result.message
     assert len(calls.calls_for("too_large")) == 1
     assert judge.breaker.trips == 0
 
@@ -225,10 +228,10 @@ async def test_a_request_above_tokens_per_minute_is_an_error_without_a_call(
     calls, server = fake_judge
     judge = production_judge(server.url, tokens_per_minute=1_000)
     big, small = await judge_all(judge, ["long " * 800, "The sky is blue."])
-    assert big.error is not None
-    assert big.error.kind == "request_too_large"
-    assert "JUDGE_TOKENS_PER_MINUTE" in big.error.message
-    assert small.answer is not None
+    assert isinstance(big, TraceFailed)
+    assert big.kind == "request_too_large"
+    assert "JUDGE_TOKENS_PER_MINUTE" in big.message
+    assert isinstance(small, Answered)
     assert calls.count("long") == 0
 
 
@@ -245,7 +248,7 @@ async def test_a_deployment_that_wants_max_completion_tokens_gets_the_reasoning_
     calls.reasoning_tokens = 1_000
     judge = production_judge(server.url, "judge-deployment")
     results = await judge_all(judge, [f"a {i}" for i in range(6)])
-    assert [result.error for result in results] == [None] * 6
+    assert [result for result in results if isinstance(result, TraceFailed)] == []
     assert {c.request["max_completion_tokens"] for c in calls.calls if c.status == 200} == {
         REASONING_ANSWER_TOKENS}
 
@@ -260,7 +263,7 @@ async def test_an_answer_cut_by_its_budget_is_asked_again_with_the_reasoning_bud
     calls.latency_s = 0.05  # all six in flight on the first, too small, budget
     judge = production_judge(server.url, "judge-deployment")
     results = await judge_all(judge, [f"a {i}" for i in range(6)])
-    assert [result.error for result in results] == [None] * 6
+    assert [result for result in results if isinstance(result, TraceFailed)] == []
     for i in range(6):  # at most one cut answer per trace, then the larger budget
         budgets = [c.request["max_tokens"] for c in calls.calls_for(f"a {i}")]
         assert budgets[-1] == REASONING_ANSWER_TOKENS
@@ -275,9 +278,9 @@ async def test_an_answer_cut_at_the_largest_budget_is_the_traces_unparseable_ans
     calls.reasoning_tokens = 100_000
     judge = production_judge(server.url, "judge-deployment")
     [result] = await judge_all(judge, ["an answer"])
-    assert result.error is not None
-    assert result.error.kind == "unparseable_answer"
-    assert "finish_reason" in result.error.message
+    assert isinstance(result, TraceFailed)
+    assert result.kind == "unparseable_answer"
+    assert "finish_reason" in result.message
     assert [c.request["max_tokens"] for c in calls.calls] == [
         MAX_ANSWER_TOKENS, REASONING_ANSWER_TOKENS]
     assert judge.breaker.trips == 0
@@ -292,9 +295,9 @@ async def test_a_429_asking_more_than_the_whole_limit_is_the_traces_error_at_onc
     calls, server = fake_judge
     judge = production_judge(server.url)
     [result] = await judge_all(judge, ["[[over_limit]]"])
-    assert result.error is not None
-    assert result.error.kind == "request_too_large"
-    assert "Limit 30000, Used 1200, Requested 45000" in result.error.message
+    assert isinstance(result, TraceFailed)
+    assert result.kind == "request_too_large"
+    assert "Limit 30000, Used 1200, Requested 45000" in result.message
     assert calls.count("over_limit") == 1
 
 
@@ -324,19 +327,19 @@ async def test_a_429_for_one_trace_only_ends_in_its_error_after_bounded_rounds(
     calls, server = fake_judge
     judge = production_judge(server.url)
     holds: list[float] = []
-    hold = judge._limiter.hold
+    hold = judge.limiter.hold
 
     def counted_hold(seconds: float) -> None:
         holds.append(seconds)
         hold(seconds)
 
-    monkeypatch.setattr(judge._limiter, "hold", counted_hold)
+    monkeypatch.setattr(judge.limiter, "hold", counted_hold)
     answers = ["[[status=429 retry_after=0.02]]"] + [f"a {i} [[delay=0.1]]" for i in range(6)]
     bad, *good = await judge_all(judge, answers)
-    assert bad.error is not None
-    assert bad.error.kind == "judge_rate_limited"
+    assert isinstance(bad, TraceFailed)
+    assert bad.kind == "judge_rate_limited"
     assert calls.count("status=429") == MAX_RATE_LIMITED_ROUNDS * 4  # 4 attempts a round
-    assert all(result.answer is not None for result in good)
+    assert all(isinstance(result, Answered) for result in good)
     assert judge.breaker.trips == 0
     assert len(holds) == 4  # the first round's; later rounds wait on their own
 
@@ -359,7 +362,7 @@ async def test_failed_calls_keep_their_tokens_only_when_they_may_have_been_spent
     try:
         results = await asyncio.wait_for(
             asyncio.gather(*(judge.judge(request_for(answer)) for answer in answers)), 30)
-        counted = judge._limiter.tokens_in_window()
+        counted = judge.limiter.tokens_in_window()
     finally:
         await judge.close()
     reported = sum(result.usage.total_tokens for result in results if result.usage)
@@ -387,10 +390,10 @@ async def test_a_400_echoing_the_request_body_is_the_traces_error_not_a_rewordin
     calls, server = fake_judge
     judge = production_judge(server.url)
     echoed, other = await judge_all(judge, ["[[echo_400]]", "[[delay=0.3]] fine"])
-    assert echoed.error is not None
-    assert echoed.error.kind == "judge_http_400"
-    assert "response_format" in echoed.error.message
-    assert other.answer is not None
+    assert isinstance(echoed, TraceFailed)
+    assert echoed.kind == "judge_http_400"
+    assert "response_format" in echoed.message
+    assert isinstance(other, Answered)
     assert {c.response_format for c in calls.calls} == {"json_schema"}
 
 

@@ -1,4 +1,4 @@
-"""The offline groundedness heuristic: pure cases, and its accuracy on the bundled sample."""
+"""The offline groundedness heuristic: pure cases (its accuracy: test_heuristic_accuracy)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import pytest
 from consumer.localjudge.heuristic import (
     CUT_POINTS,
     assess,
-    balanced_accuracy,
     content_tokens,
-    held_out_accuracy,
-    load_examples,
+    document_texts,
     raw_score,
     split_sentences,
 )
@@ -20,10 +18,6 @@ DOCUMENTS = [
     "tall and was designed by the engineering company of Gustave Eiffel.",
     "Paris is the capital of France. The city hosts millions of tourists each year.",
 ]
-# Measured on the bundled sample (python -m consumer.localjudge.heuristic): 0.650 with the
-# shipped cut points, 0.637 held out. The floor sits 0.05 below so a real regression fails,
-# noise does not.
-BALANCED_ACCURACY_FLOOR = 0.60
 
 
 @pytest.mark.parametrize(
@@ -131,16 +125,6 @@ def test_pass_cut_is_the_score_3_boundary() -> None:
     assert raw_score(CUT_POINTS[1] - 0.01) == 2
 
 
-def test_balanced_accuracy_on_the_bundled_sample_stays_above_the_floor() -> None:
-    examples = load_examples()
-    assessments = [assess(e.documents, e.answer) for e in examples]
-    grounded = [e.grounded for e in examples]
-    passed = [a.score >= 3 for a in assessments]
-    outcomes = list(zip(grounded, passed, strict=True))
-    recall_grounded = outcomes.count((True, True)) / grounded.count(True)
-    recall_ungrounded = outcomes.count((False, False)) / grounded.count(False)
-    assert len(examples) == 514
-    assert (recall_grounded + recall_ungrounded) / 2 > BALANCED_ACCURACY_FLOOR
-    supports = [a.support for a in assessments]
-    assert balanced_accuracy(supports, grounded, CUT_POINTS[1]) > BALANCED_ACCURACY_FLOOR
-    assert held_out_accuracy(supports, grounded, repeats=3) > BALANCED_ACCURACY_FLOOR - 0.02
+def test_document_texts_read_strings_and_objects() -> None:
+    documents = ["plain", {"content": "from an object", "id": "d2"}, {"id": "d3"}, 7]
+    assert document_texts(documents) == ["plain", "from an object", "", "7"]

@@ -14,9 +14,11 @@ from typing import Any, cast
 
 import openai
 import pytest
+import structlog
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
+from consumer.judge.client import build_judge
 from consumer.judge.prompt import (
     ANSWER_JSON_SCHEMA,
     PROBE_MESSAGES,
@@ -24,7 +26,7 @@ from consumer.judge.prompt import (
     build_request,
     parse_answer,
 )
-from consumer.localjudge.responder import LocalJudge
+from consumer.localjudge.responder import LocalJudge, local_judge_server
 from consumer.localjudge.server import JudgeServer
 from schemas.trace import TraceEvent
 from tests.support.ports import free_port
@@ -147,3 +149,19 @@ def test_serve_prints_its_url_and_stops_on_sigterm() -> None:
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+@pytest.mark.usefixtures("default_structlog")
+@pytest.mark.parametrize("model", ["local-judge", "local-heuristic"])
+async def test_the_worker_finds_the_model_it_asks_the_local_judge_for(model: str) -> None:
+    """``make demo`` and the calibration docs ask for ``local-heuristic``: the worker's start-up
+    check must not warn that the project's own judge does not list it."""
+    with local_judge_server(port=0) as server:
+        judge = build_judge("local-judge", server.url, model, timeout_s=5.0, max_concurrency=1,
+                            requests_per_minute=None, tokens_per_minute=None)
+        try:
+            with structlog.testing.capture_logs() as logs:
+                await judge.preflight()
+        finally:
+            await judge.close()
+    assert [entry["event"] for entry in logs] == ["judge_reachable"]

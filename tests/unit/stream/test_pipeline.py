@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumer.evaluate import Evaluator
-from consumer.judge.client import JudgeResult
 from consumer.judge.prompt import JudgeRequest, Limits, read_data
+from consumer.judge.result import Answered, JudgeResult
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from consumer.stream.sink import Record
 from schemas.judge import JudgeAnswer
@@ -75,7 +75,7 @@ class GatedJudge:
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         await self.gate(read_data(request.messages)["answer"]).wait()
-        return JudgeResult(JudgeAnswer(score=5, reason="ok"), None, None, 1, 1)
+        return Answered(JudgeAnswer(score=5, reason="ok"), None, 1, 1)
 
     async def close(self) -> None:
         return None
@@ -121,7 +121,7 @@ async def settle() -> None:
 async def test_watermark_commits_only_below_unfinished_records() -> None:
     pipeline, _, judge, sink, commits = build(
         [record(0, "a"), record(1, "b"), record(2, ""), record(3, None), FakeRecord(4, b"{")])
-    pipeline.on_partitions_assigned({TP})
+    await pipeline.on_partitions_assigned({TP})
     stop = asyncio.Event()
     run = asyncio.create_task(pipeline.run(stop))
     await settle()
@@ -147,7 +147,7 @@ async def test_records_before_the_assignment_callback_are_put_back() -> None:
     await settle()
     assert consumer.seeks[:1] == [0]
     assert sink.verdicts == []
-    pipeline.on_partitions_assigned({TP})
+    await pipeline.on_partitions_assigned({TP})
     await settle()
     assert sorted(v.trace_id for v in sink.verdicts) == ["t0", "t1"]
     stop.set()
@@ -157,7 +157,7 @@ async def test_records_before_the_assignment_callback_are_put_back() -> None:
 async def test_full_pipeline_pauses_and_resumes_at_half() -> None:
     pipeline, consumer, judge, _, _ = build([record(i, f"x{i}") for i in range(8)],
                                             max_in_flight=4)
-    pipeline.on_partitions_assigned({TP})
+    await pipeline.on_partitions_assigned({TP})
     stop = asyncio.Event()
     run = asyncio.create_task(pipeline.run(stop))
     await settle()
@@ -178,7 +178,7 @@ async def test_full_pipeline_pauses_and_resumes_at_half() -> None:
 async def test_judge_down_pauses_fetching() -> None:
     pipeline, consumer, judge, _, _ = build([record(0, "a")])
     judge.holding = True
-    pipeline.on_partitions_assigned({TP})
+    await pipeline.on_partitions_assigned({TP})
     stop = asyncio.Event()
     run = asyncio.create_task(pipeline.run(stop))
     await settle()
@@ -196,7 +196,7 @@ async def test_revoked_partition_drops_late_completions() -> None:
     pipeline, _, judge, _, commits = build([record(0, "slow"), record(1, "fast")])
     pipeline._config = PipelineConfig(max_in_flight=100, commit_interval_s=0,
                                       revoke_timeout_s=0.05)
-    pipeline.on_partitions_assigned({TP})
+    await pipeline.on_partitions_assigned({TP})
     stop = asyncio.Event()
     run = asyncio.create_task(pipeline.run(stop))
     judge.gate("fast").set()

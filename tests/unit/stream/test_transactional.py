@@ -12,11 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import structlog
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError, ProducerFenced
 from aiokafka.producer.transaction_manager import TransactionState
 
+from consumer.errors import PublishError
+from consumer.stream import transactional
+from consumer.stream.sink import OutcomeTopics
 from consumer.stream.transactional import TransactionalSink
+from schemas.verdict import Source, Truncation, VerdictEvent
 
 P0, P1 = TopicPartition("traces", 0), TopicPartition("traces", 1)
 
@@ -36,34 +41,45 @@ class FakeProducer:
     fail_with: BaseException | None = None
     fail_state: TransactionState = TransactionState.READY
     sent: list[bytes] = field(default_factory=list)
+    sent_to: list[tuple[str, bytes | None]] = field(default_factory=list)  # (topic, key)
     offsets: list[dict[TopicPartition, int]] = field(default_factory=list)
     aborts: int = 0
     stopped: bool = False
+    start_error: BaseException | None = None
+    stop_error: BaseException | None = None
+    stop_hangs: bool = False
+    abort_error: BaseException | None = None
 
     def __post_init__(self) -> None:
         self._txn_manager = _Manager(self.transactional_id)
 
     async def start(self) -> None:
-        return None
+        if self.start_error is not None:
+            raise self.start_error
 
     async def stop(self) -> None:
         self.stopped = True
+        if self.stop_hangs:
+            await asyncio.Event().wait()
+        if self.stop_error is not None:
+            raise self.stop_error
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         if self._txn_manager.state == TransactionState.FATAL_ERROR:
             raise AssertionError("Invalid state transition FATAL_ERROR -> IN_TRANSACTION")
-        pending: list[bytes] = []
+        pending: list[tuple[str, bytes | None, bytes]] = []
         self._pending = pending
         yield
         if self.fail_with is not None:
             failure, self.fail_with = self.fail_with, None
             self._txn_manager.state = self.fail_state
             raise failure
-        self.sent += pending
+        self.sent += [value for _, _, value in pending]
+        self.sent_to += [(topic, key) for topic, key, _ in pending]
 
-    async def send(self, topic: str, value: bytes, **_: Any) -> Any:
-        self._pending.append(value)
+    async def send(self, topic: str, value: bytes, key: bytes | None = None, **_: Any) -> Any:
+        self._pending.append((topic, key, value))
         future: Any = _done()
         return future
 
@@ -73,6 +89,8 @@ class FakeProducer:
 
     async def abort_transaction(self) -> None:
         self.aborts += 1
+        if self.abort_error is not None:
+            raise self.abort_error
         self._txn_manager.state = TransactionState.READY
 
 
@@ -95,8 +113,7 @@ class Record:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
-async def _sink_with(*partitions: TopicPartition) -> tuple[TransactionalSink,
-                                                          dict[str, FakeProducer], list[Any]]:
+def _empty_sink() -> tuple[TransactionalSink, dict[str, FakeProducer], list[Any]]:
     producers: dict[str, FakeProducer] = {}
     lost: list[Any] = []
 
@@ -104,8 +121,15 @@ async def _sink_with(*partitions: TopicPartition) -> tuple[TransactionalSink,
         producers[transactional_id] = FakeProducer(transactional_id)
         return producers[transactional_id]
 
-    sink = TransactionalSink(make, "group", "verdicts", "dlq")
+    sink = TransactionalSink(make, "group", OutcomeTopics("verdicts", "dlq"))
     sink.on_lost = lost.append
+    return sink, producers, lost
+
+
+async def _sink_with(*partitions: TopicPartition) -> tuple[TransactionalSink,
+                                                          dict[str, FakeProducer], list[Any]]:
+    """A sink owning ``partitions``, each holding one dead letter at offset 0."""
+    sink, producers, lost = _empty_sink()
     for tp in partitions:
         await sink.start_partition(tp)
         await sink.dead_letter(Record(tp.topic, tp.partition, 0), "not JSON")
@@ -156,3 +180,148 @@ async def test_a_producer_in_a_fatal_state_does_not_stop_later_partitions() -> N
 
     assert await sink.commit({P0: 1, P1: 1}) == {P1: 1}
     assert lost == [P0]
+
+
+# -- the other failure paths: start, publish, abort, revoke, stop ---------------------------
+
+
+def _verdict(tp: TopicPartition | None, offset: int = 0) -> VerdictEvent:
+    source = None if tp is None else Source(topic=tp.topic, partition=tp.partition, offset=offset)
+    return VerdictEvent(
+        verdict_id=f"v-{offset}", trace_id=f"t-{offset}", prompt_version="v1", judge_model="m",
+        verdict="pass", score=1.0, raw_score=5, threshold=0.5, reason="ok",
+        unsupported_claims=[], error=None, truncation=Truncation(), usage=None, latency_ms=1,
+        evaluated_at="2024-05-01T00:00:00.000Z", source=source,
+    )
+
+
+async def test_a_verdict_without_its_source_cannot_be_held() -> None:
+    sink, _, _ = await _sink_with(P0)
+    with pytest.raises(PublishError, match="source"):
+        await sink.publish(_verdict(None))
+
+
+async def test_a_commit_publishes_only_the_outcomes_below_the_watermark() -> None:
+    sink, producers, _ = _empty_sink()
+    await sink.start_partition(P0)
+    for offset in (0, 1, 2):
+        await sink.publish(_verdict(P0, offset))
+    p0 = producers[sink.transactional_id(P0)]
+
+    assert await sink.commit({P0: 2}) == {P0: 2}
+    assert p0.sent_to == [("verdicts", b"v-0"), ("verdicts", b"v-1")]
+    assert p0.offsets == [{P0: 2}]
+    assert await sink.commit({P0: 3}) == {P0: 3}
+    assert p0.sent_to[2:] == [("verdicts", b"v-2")], "each outcome once, in its own commit"
+    assert sink.transactional_id(P0) == "group.traces.0"
+
+
+async def test_outcomes_and_commits_of_a_partition_not_owned_are_dropped() -> None:
+    sink, producers, _ = await _sink_with(P0)
+    await sink.dead_letter(Record(P1.topic, P1.partition, 0), "not JSON")  # P1: not started
+
+    assert await sink.commit({P0: 1, P1: 1}) == {P0: 1}
+    assert sink.transactional_id(P1) not in producers
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(KafkaConnectionError("no broker"), id="unreachable"),
+        pytest.param(ProducerFenced(), id="fenced-at-init"),
+        pytest.param(asyncio.CancelledError(), id="cancelled"),
+    ],
+)
+async def test_a_producer_that_cannot_start_is_stopped_and_the_retry_starts_afresh(
+    failure: BaseException,
+) -> None:
+    made: list[FakeProducer] = []
+
+    def make(transactional_id: str) -> Any:
+        made.append(FakeProducer(transactional_id, start_error=failure if not made else None))
+        return made[-1]
+
+    sink = TransactionalSink(make, "group", OutcomeTopics("verdicts", "dlq"))
+    with pytest.raises(type(failure)):
+        await sink.start_partition(P0)
+    assert made[0].stopped, "a half-started producer is stopped, not leaked"
+    assert not sink.owns(P0)
+    await sink.dead_letter(Record(P0.topic, P0.partition, 0), "not JSON")
+    assert await sink.commit({P0: 1}) == {}, "nothing held or committed without a producer"
+
+    await sink.start_partition(P0)
+    assert sink.owns(P0)
+    assert len(made) == 2
+    await sink.start_partition(P0)  # already owned: no third producer
+    assert len(made) == 2
+
+
+@pytest.mark.parametrize(
+    "abort_error",
+    [
+        pytest.param(KafkaConnectionError("gone"), id="kafka-error"),
+        pytest.param(AssertionError("Invalid state transition"), id="state-machine"),
+    ],
+)
+async def test_an_abort_that_fails_loses_the_producer(abort_error: BaseException) -> None:
+    sink, producers, lost = await _sink_with(P0, P1)
+    p0 = producers[sink.transactional_id(P0)]
+    p0.fail_with, p0.fail_state = KafkaConnectionError("gone"), TransactionState.ABORTABLE_ERROR
+    p0.abort_error = abort_error
+
+    assert await sink.commit({P0: 1, P1: 1}) == {P1: 1}
+    assert p0.aborts == 1
+    assert lost == [P0]
+    assert not sink.owns(P0)
+
+
+async def test_an_abort_that_hangs_is_bounded_and_loses_the_producer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(transactional, "ABORT_TIMEOUT_S", 0.05)
+    sink, producers, lost = await _sink_with(P0)
+    p0 = producers[sink.transactional_id(P0)]
+    p0.fail_with, p0.fail_state = KafkaConnectionError("gone"), TransactionState.ABORTABLE_ERROR
+
+    async def hang() -> None:
+        await asyncio.Event().wait()
+
+    p0.abort_transaction = hang  # type: ignore[method-assign]
+    assert await asyncio.wait_for(sink.commit({P0: 1}), 5) == {}
+    assert lost == [P0]
+
+
+async def test_a_revoke_forgets_the_outcomes_and_stops_the_producers() -> None:
+    sink, producers, lost = await _sink_with(P0, P1)
+    p0 = producers[sink.transactional_id(P0)]
+
+    await sink.partitions_revoked([P0])
+    assert p0.stopped
+    assert not sink.owns(P0)
+    await sink.dead_letter(Record(P0.topic, P0.partition, 1), "late")  # a late completion
+    assert await sink.commit({P0: 2, P1: 1}) == {P1: 1}
+    assert not p0.sent, "a revoked partition's outcomes are judged again by its next owner"
+    assert not lost, "a revoke is not a loss: the owner already knows"
+
+
+@pytest.mark.parametrize(
+    ("stop_error", "stop_hangs"),
+    [
+        pytest.param(KafkaConnectionError("gone"), False, id="fails"),
+        pytest.param(None, True, id="hangs"),
+    ],
+)
+async def test_a_producer_stop_that_fails_or_hangs_does_not_fail_the_close(
+    monkeypatch: pytest.MonkeyPatch, stop_error: BaseException | None, stop_hangs: bool
+) -> None:
+    monkeypatch.setattr(transactional, "STOP_TIMEOUT_S", 0.05)
+    sink, producers, _ = await _sink_with(P0, P1)
+    p0 = producers[sink.transactional_id(P0)]
+    p0.stop_error, p0.stop_hangs = stop_error, stop_hangs
+
+    with structlog.testing.capture_logs() as logs:
+        await asyncio.wait_for(sink.close(), 5)
+    assert all(p.stopped for p in producers.values())
+    assert [e["event"] for e in logs] == ["producer_stop_failed"]
+    assert not sink.owns(P0)
+    assert not sink.owns(P1)

@@ -1,0 +1,158 @@
+"""The Kafka clients: their options (security included), their constructors, and the one
+function that starts any of them.
+
+``consumer.wiring`` builds every client through these constructors: the group consumer,
+replay's group-less reader, the producer and the transactional producers; the worker makes no
+admin client. Every client starts through ``start_client``, which applies the failure map
+(``kafka_errors.py``): a refused login is a configuration error (one line, exit code 2), an
+unreachable broker is retried while the worker runs (or reported at once by a command).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import ProducerFenced
+from aiokafka.helpers import create_ssl_context
+
+from consumer.errors import ConfigError
+from consumer.settings import Settings
+from consumer.stream import aiokafka_compat
+from consumer.stream.kafka_errors import Refuse, Retry, map_kafka_error
+
+log = structlog.get_logger(__name__)
+
+FIRST_RETRY_S = 1.0
+MAX_RETRY_S = 30.0
+
+
+def client_options(settings: Settings, client_id: str) -> dict[str, Any]:
+    """Bootstrap servers, client id and the SASL/TLS settings, for aiokafka's constructors."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": settings.kafka_bootstrap_servers,
+        "client_id": client_id,
+        "security_protocol": settings.kafka_security_protocol,
+    }
+    if settings.kafka_security_protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = create_ssl_context(cafile=settings.kafka_ssl_cafile)
+    if settings.kafka_security_protocol.startswith("SASL_"):
+        password = settings.kafka_sasl_password
+        options["sasl_mechanism"] = settings.kafka_sasl_mechanism
+        options["sasl_plain_username"] = settings.kafka_sasl_username
+        options["sasl_plain_password"] = password.get_secret_value() if password else None
+    return options
+
+
+def new_producer(
+    settings: Settings, client_id: str, transactional_id: str | None = None
+) -> AIOKafkaProducer:
+    """An idempotent producer (acks=all) for verdicts and dead letters; transactional if asked."""
+    return AIOKafkaProducer(
+        enable_idempotence=True,
+        transactional_id=transactional_id,
+        linger_ms=5,
+        # aiokafka's 16 kB default holds ~22 verdicts, and one batch per partition is in
+        # flight: under load that capped publishing at ~22 verdicts per broker round trip.
+        max_batch_size=256 * 1024,
+        **client_options(settings, client_id),
+    )
+
+
+def new_consumer(settings: Settings, client_id: str, group_id: str | None) -> AIOKafkaConsumer:
+    """A consumer with manual commits that reads only committed (transactional) records;
+    ``group_id`` None: outside any group (assign and seek, nothing ever committed)."""
+    return AIOKafkaConsumer(
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        max_poll_interval_ms=300_000,
+        **client_options(settings, client_id),
+    )
+
+
+class Startable(Protocol):
+    """A Kafka client that connects on ``start()``."""
+
+    async def start(self) -> None: ...
+
+
+async def start_client(
+    client: Startable, what: str, *, bootstrap: str, stop: asyncio.Event | None = None
+) -> bool:
+    """Start ``client``; what ``map_kafka_error`` says about a failure decides the rest.
+
+    Refused (credentials, TLS): ``ConfigError``, never retried. Unreachable: with ``stop``
+    (the worker), retried with back-off until started (True) or stopped (False); without (a
+    command), ``ConfigError`` "cannot reach" at once. Anything else propagates.
+    """
+    delay = FIRST_RETRY_S
+    while stop is None or not stop.is_set():
+        action = await start_once(client)
+        if action is None:
+            return True
+        if stop is None:
+            raise ConfigError(
+                f"KAFKA_BOOTSTRAP_SERVERS: cannot reach {bootstrap} ({action.reason})"
+            )
+        log.warning("kafka_unreachable", client=what, error=action.reason, retry_in_s=delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(delay * 2, MAX_RETRY_S)
+    return False
+
+
+async def start_once(client: Startable) -> Retry | None:
+    """One ``start()``: None once started, ``Retry`` when no broker answered; a refusal
+    (credentials, TLS) is a ``ConfigError``. Every Kafka client starts through here."""
+    # aiokafka's start() raises the same KafkaConnectionError("Unable to bootstrap ...") for
+    # a refused connection and for a refused login: the cause is only in its log records.
+    # Those the map refuses are held back, as the ConfigError says it all.
+    with aiokafka_compat.connection_failures(
+        hold=lambda error: isinstance(map_kafka_error(error), Refuse)
+    ) as failures:
+        try:
+            await client.start()
+        except Exception as exc:
+            action = map_kafka_error(exc)
+            if isinstance(action, Retry) and (cause := failures.first()) is not None:
+                action = map_kafka_error(cause.error, cause.where)  # why it could not connect
+            if isinstance(action, Refuse):
+                raise action.error() from None
+            if isinstance(action, Retry):
+                return action
+            raise
+    aiokafka_compat.release(failures)  # another bootstrap server let us in: keep the line
+    return None
+
+
+# -- a fenced producer's leftovers -------------------------------------------------------------
+#
+# A fenced transactional producer fails every future it holds (pending batches, the
+# transaction's waiter) with the same ProducerFenced, and nobody awaits most of them; asyncio
+# then logs each as "Future exception was never retrieved" with a traceback (measured: 2-4
+# ERROR lines per fenced producer). The worker has already said it in one line
+# (``transactional_producer_lost``) and replaced the producer, so those are dropped; any
+# other unhandled exception still goes to the loop's default handler.
+
+
+def quiet_fenced_futures(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+    """Install the loop exception handler that drops a fenced producer's leftovers; returns
+    what puts the previous handler back."""
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), ProducerFenced) and "future" in context:
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    return lambda: loop.set_exception_handler(previous)

@@ -1,0 +1,95 @@
+"""One record's way: decode, then skip, dead-letter or judge, then publish until acknowledged.
+
+The pipeline runs one of these per fetched record, as its own task; when ``handle`` returns,
+the record's outcome is acknowledged by the broker (or it was skipped), which is what lets
+the pipeline mark its offset done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from consumer.errors import DecodeError, PublishError
+from consumer.evaluate import Evaluator
+from consumer.judge.result import JudgeResult
+from consumer.ops import metrics
+from consumer.stream.decode import decode_trace
+from consumer.stream.sink import Record, VerdictSink
+from schemas.verdict import Source
+
+log = structlog.get_logger(__name__)
+
+PUBLISH_RETRY_S = (0.5, 10.0)  # first and longest wait between publish attempts
+
+
+class RecordPath:
+    """Takes each record to its outcome; counts outcomes (pass/fail/error/skipped/dead_lettered)."""
+
+    def __init__(self, sink: VerdictSink, evaluator: Evaluator) -> None:
+        self._sink = sink
+        self._evaluator = evaluator
+        self.outcomes: Counter[str] = Counter()
+
+    async def handle(self, record: Record) -> None:
+        """Return once the record's outcome is acknowledged; never raises."""
+        bound = log.bind(topic=record.topic, partition=record.partition, offset=record.offset)
+        try:
+            await self._process(record, bound)
+        except Exception as exc:  # a bug must not stall the partition: park the record
+            bound.exception("record_failed")
+            reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
+            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
+            self.outcomes["dead_lettered"] += 1
+
+    async def _process(self, record: Record, bound: Any) -> None:
+        try:
+            trace = decode_trace(record.value)
+        except DecodeError as exc:
+            reason = exc.reason
+            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
+            metrics.DEAD_LETTERS.inc()
+            self.outcomes["dead_lettered"] += 1
+            bound.info("record_dead_lettered", reason=reason)
+            return
+        bound = bound.bind(trace_id=trace.trace_id[:200])
+        if not trace.has_output:
+            metrics.SKIPPED.inc()
+            self.outcomes["skipped"] += 1
+            bound.debug("trace_skipped", reason="empty output")
+            return
+        source = Source(topic=record.topic, partition=record.partition, offset=record.offset)
+        evaluation = await self._evaluator.evaluate(trace, source)
+        _observe(evaluation.result)
+        verdict = evaluation.verdict
+        await self._deliver(lambda: self._sink.publish(verdict), bound)
+        metrics.VERDICTS.labels(verdict.verdict).inc()
+        self.outcomes[verdict.verdict] += 1
+        bound.info(
+            "verdict_published", verdict=verdict.verdict, score=verdict.score,
+            latency_ms=verdict.latency_ms,
+        )
+
+    async def _deliver(self, send: Callable[[], Awaitable[None]], bound: Any) -> None:
+        """Publish until the broker acknowledges: an outcome is never dropped."""
+        delay, longest = PUBLISH_RETRY_S
+        while True:
+            try:
+                await send()
+                return
+            except PublishError as exc:
+                bound.warning("publish_retry", error=str(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, longest)
+
+
+def _observe(result: JudgeResult) -> None:
+    metrics.JUDGE_LATENCY.observe(result.latency_ms / 1000)
+    metrics.JUDGE_RETRIES.inc(max(0, result.attempts - 1))
+    if result.usage is not None:
+        metrics.JUDGE_TOKENS.labels("prompt").inc(result.usage.prompt_tokens)
+        metrics.JUDGE_TOKENS.labels("completion").inc(result.usage.completion_tokens)

@@ -1,0 +1,171 @@
+"""What ``consumer/stream/aiokafka_compat.py`` relies on in aiokafka's private API.
+
+Each test names the assumption it checks, so an aiokafka upgrade that breaks one fails here
+with a message saying what changed (and pyproject.toml pins the range these were checked on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import subprocess
+import sys
+from typing import Any
+
+import aiokafka.client
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
+from aiokafka.producer.transaction_manager import TransactionState
+
+from consumer.stream import aiokafka_compat
+
+UPGRADE = "aiokafka changed under consumer/stream/aiokafka_compat.py: "
+
+
+def _original_metadata_update() -> Any:
+    update = AIOKafkaClient._metadata_update
+    return getattr(update, "__wrapped__", update)
+
+
+def test_metadata_update_is_a_coroutine_method_taking_cluster_and_topics() -> None:
+    update = _original_metadata_update()
+    assert inspect.iscoroutinefunction(update), (
+        UPGRADE + "AIOKafkaClient._metadata_update is no longer a coroutine function")
+    parameters = list(inspect.signature(update).parameters)
+    assert parameters == ["self", "cluster_metadata", "topics"], (
+        UPGRADE + f"AIOKafkaClient._metadata_update takes {parameters}; the back-off wrapper "
+        "passes (client, cluster, topics)")
+
+
+def test_the_metadata_synchroniser_and_fetch_all_metadata_call_the_patched_method() -> None:
+    """The patch is a class attribute looked up at call time; a caller holding its own
+    reference (or a renamed method) would bypass the back-off."""
+    for caller in ("_md_synchronizer", "fetch_all_metadata"):
+        source = inspect.getsource(getattr(AIOKafkaClient, caller))
+        assert "self._metadata_update(" in source, (
+            UPGRADE + f"AIOKafkaClient.{caller} no longer calls self._metadata_update")
+
+
+async def test_a_failed_update_waits_longer_each_time_and_a_success_resets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = iter([False, False, False, True, False])
+    slept: list[float] = []
+
+    async def update(client: Any, cluster: Any, topics: Any) -> bool:
+        return next(answers)
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    patched = aiokafka_compat.with_backoff(update)
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    client = AIOKafkaClient(bootstrap_servers="broker-0:9092")
+    results = [await patched(client, None, None) for _ in range(5)]
+    assert results == [False, False, False, True, False]
+    assert slept == [0.1, 0.2, 0.4, 0.1]
+
+
+def test_install_is_explicit_idempotent_and_wraps_the_original_once() -> None:
+    """In a fresh interpreter: importing the worker's modules patches nothing."""
+    script = """
+from aiokafka.client import AIOKafkaClient
+original = AIOKafkaClient._metadata_update
+import consumer.cli, consumer.wiring, consumer.worker
+import consumer.commands.replay, consumer.commands.sample
+from consumer.stream import aiokafka_compat
+assert AIOKafkaClient._metadata_update is original, "patched on import"
+assert not aiokafka_compat.installed()
+aiokafka_compat.install()
+patched = AIOKafkaClient._metadata_update
+aiokafka_compat.install()
+assert AIOKafkaClient._metadata_update is patched, "installed twice"
+assert patched.__wrapped__ is original
+assert aiokafka_compat.installed()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_client_logs_connection_failures_under_the_sniffed_logger() -> None:
+    assert aiokafka.client.log.name == aiokafka_compat.CLIENT_LOGGER, (
+        UPGRADE + f"aiokafka.client logs under {aiokafka.client.log.name!r}")
+
+
+async def test_a_refused_login_is_read_from_the_bootstrap_log_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiokafka.client.bootstrap logs ``(host, port, error)`` and raises a bare
+    KafkaConnectionError: the cause is found in the record, and the record is held back."""
+    refusal = SaslAuthenticationFailed("Authentication failed: Invalid username or password")
+
+    async def create_conn(host: str, port: int, **options: Any) -> Any:
+        raise refusal
+
+    assert hasattr(aiokafka.client, "create_conn"), UPGRADE + "aiokafka.client.create_conn"
+    monkeypatch.setattr(aiokafka.client, "create_conn", create_conn)
+    client = AIOKafkaClient(bootstrap_servers="broker-1:9094")
+    seen: list[logging.LogRecord] = []
+    handler = _Collect(seen)
+    logging.getLogger(aiokafka_compat.CLIENT_LOGGER).addHandler(handler)
+    try:
+        with (aiokafka_compat.connection_failures(hold=lambda e: True) as failures,
+              pytest.raises(KafkaConnectionError)):
+            await client.bootstrap()
+    finally:
+        logging.getLogger(aiokafka_compat.CLIENT_LOGGER).removeHandler(handler)
+    first = failures.first()
+    assert first is not None, UPGRADE + "no (host, port, error) record while bootstrapping"
+    assert (first.where, first.error) == ("broker-1:9094", refusal), (
+        UPGRADE + f"the bootstrap record's args are {first.record.args!r}")
+    assert seen == [], "a held record still reached the log"
+
+
+async def test_load_topic_asks_the_consumers_client_to_track_the_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers="broker-0:9092")
+    client = getattr(consumer, "_client", None)
+    assert isinstance(client, AIOKafkaClient), UPGRADE + "AIOKafkaConsumer._client"
+    parameters = list(inspect.signature(AIOKafkaClient.add_topic).parameters)
+    assert parameters == ["self", "topic"], UPGRADE + f"add_topic takes {parameters}"
+    forced: list[bool] = []
+
+    def force_metadata_update() -> asyncio.Future[bool]:
+        forced.append(True)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        done.set_result(True)
+        return done
+
+    monkeypatch.setattr(client, "force_metadata_update", force_metadata_update)
+    try:
+        await asyncio.wait_for(aiokafka_compat.load_topic(consumer, "traces"), 1.0)
+        assert forced == [True], UPGRADE + "add_topic did not ask for a metadata update"
+        await asyncio.wait_for(aiokafka_compat.load_topic(consumer, "traces"), 1.0)
+        assert forced == [True], "a tracked topic is loaded already"
+    finally:
+        await consumer.stop()  # never started: closes it without a broker
+
+
+async def test_transaction_state_reads_the_producers_transaction_manager() -> None:
+    producer = AIOKafkaProducer(bootstrap_servers="broker-0:9092", transactional_id="t-1")
+    try:
+        state = aiokafka_compat.transaction_state(producer)
+    finally:
+        await producer.stop()  # never started: closes it without a broker
+    assert state == TransactionState.UNINITIALIZED, UPGRADE + "AIOKafkaProducer._txn_manager"
+    for name in ("READY", "ABORTABLE_ERROR", "FATAL_ERROR"):
+        assert hasattr(TransactionState, name), UPGRADE + f"TransactionState.{name}"
+
+
+class _Collect(logging.Handler):
+    def __init__(self, into: list[logging.LogRecord]) -> None:
+        super().__init__()
+        self._into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._into.append(record)
