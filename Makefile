@@ -36,7 +36,7 @@ helm:
 test: venv lint helm kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q $(PYTEST_ARGS)
 
-# No network: pure modules, in-memory stand-ins for Kafka and the judge.
+# No broker: pure modules, in-memory stand-ins for Kafka, the judge on loopback.
 test-unit: venv
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 

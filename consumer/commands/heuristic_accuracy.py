@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from consumer.commands.calibration import Confusion, confusion
+from consumer.errors import ConfigError
 from consumer.jsonl import LABELLED_SAMPLE, read_labelled
 from consumer.localjudge.heuristic import CUT_POINTS, assess, document_texts
 
@@ -68,7 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--dataset", type=Path, default=LABELLED_SAMPLE)
     args = parser.parse_args(argv)
-    rows = read_labelled(args.dataset)
+    try:
+        rows = read_labelled(args.dataset)
+    except (OSError, ValueError, ConfigError) as exc:  # ValueError: a malformed row
+        print(f"error: {args.dataset}: {exc}", file=sys.stderr)
+        return 2
     assessments = [assess(document_texts(r.documents), str(r.output or "")) for r in rows]
     grounded = [r.grounded for r in rows]
     cells = confusion([not g for g in grounded], [a.score < 3 for a in assessments])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from consumer.commands.calibration import confusion
@@ -58,3 +60,27 @@ def test_main_prints_the_figures(capsys: pytest.CaptureFixture[str]) -> None:
     assert out[2].startswith("recall grounded: ")
     assert out[5] == "score  grounded  ungrounded"
     assert sum(int(line.split()[1]) + int(line.split()[2]) for line in out[6:11]) == 514
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param(None, "No such file", id="missing"),
+        pytest.param('{"input": "q", "output": "a", "documents": []}\n', "label", id="no-label"),
+        pytest.param(b"\xff\xfe not utf-8\n", "utf-8", id="not-utf8"),
+    ],
+)
+def test_a_bad_dataset_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | bytes | None,
+    expected: str,
+) -> None:
+    path = tmp_path / "dataset.jsonl"
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    assert main(["--dataset", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: {path}: ")
+    assert expected in err
