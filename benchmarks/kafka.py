@@ -15,6 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from consumer.commands.sample import sample_traces
+from consumer.stream.aiokafka_compat import load_topic
 
 HANG_MARKER = " [[hang]]"
 
@@ -120,7 +121,7 @@ async def _end_offset(consumer: AIOKafkaConsumer, topic: str) -> int:
     for _ in range(50):
         if partitions:
             break
-        await consumer._client.force_metadata_update()
+        await load_topic(consumer, topic)
         partitions = consumer.partitions_for_topic(topic)
         await asyncio.sleep(0.05)
     ends = await consumer.end_offsets([TopicPartition(topic, p) for p in partitions or ()])

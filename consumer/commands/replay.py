@@ -174,8 +174,8 @@ async def _judge(
     tally: Tally,
 ) -> Counter[str]:
     producer = wiring.create_producer(settings)
-    await wiring.start(producer, settings, "producer")
-    try:
+    try:  # from before the start: a producer that failed to start is closed too
+        await wiring.start(producer, settings, "producer")
         sink = RecordingSink(wiring.verdict_sink(settings, producer), tally)
         pipeline = Pipeline(WindowConsumer(reader, window), sink, evaluator, window.commit,
                             wiring.pipeline_config(settings))

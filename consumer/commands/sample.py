@@ -32,8 +32,8 @@ async def load_sample(settings: Settings, topic: str, limit: int | None = None) 
     """Produce the sample traces to ``topic``, keyed by trace id; returns how many."""
     aiokafka_compat.install()
     producer = wiring.create_producer(settings)
-    await wiring.start(producer, settings, "producer")
-    try:
+    try:  # from before the start: a producer that failed to start is closed too
+        await wiring.start(producer, settings, "producer")
         traces = sample_traces(limit)
         for trace in traces:
             await producer.send(

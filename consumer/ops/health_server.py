@@ -9,10 +9,12 @@ only) are served; any other method is a 405 and any other path a 404, in plain t
 from __future__ import annotations
 
 import errno
+import logging
 from collections.abc import Callable
 from typing import Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
@@ -24,6 +26,21 @@ ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - the kubelet probes the pod's IP
 PATHS = ("/healthz", "/readyz", "/metrics")
 _READ_METHODS = ("GET", "HEAD")
 _SHUTDOWN_S = 1.0  # every answer is immediate: nothing in flight is worth waiting for longer
+# A connection that has not sent a whole request for this long is closed (the kubelet and
+# Prometheus send theirs at once): half-sent requests must not hold file descriptors for ever.
+IDLE_TIMEOUT_S = 5.0
+
+
+class _QuietBadRequests(logging.Filter):
+    """A request that is not valid HTTP gets its 400; it is the client's fault, not a line
+    in the worker's log (aiohttp would log it at ERROR with a traceback)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], HttpProcessingError))
+
+
+_HTTP_LOG = logging.getLogger(__name__)
+_HTTP_LOG.addFilter(_QuietBadRequests())
 
 
 class Probes(Protocol):
@@ -37,9 +54,15 @@ class Probes(Protocol):
 class HealthServer:
     """Serves ``/healthz``, ``/readyz`` and ``/metrics``."""
 
-    def __init__(self, probes: Probes, registry: CollectorRegistry = metrics.REGISTRY) -> None:
+    def __init__(
+        self,
+        probes: Probes,
+        registry: CollectorRegistry = metrics.REGISTRY,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+    ) -> None:
         self._probes = probes
         self._registry = registry
+        self._idle_timeout_s = idle_timeout_s
         self._runner: web.AppRunner | None = None
 
     async def start(self, port: int, host: str = ALL_INTERFACES) -> int:
@@ -49,7 +72,8 @@ class HealthServer:
         app.router.add_route("*", "/readyz", self._readyz)
         app.router.add_route("*", "/metrics", self._metrics)
         app.router.add_route("*", "/{path:.*}", _not_found)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_S)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_S,
+                               keepalive_timeout=self._idle_timeout_s, logger=_HTTP_LOG)
         await runner.setup()
         try:
             await web.TCPSite(runner, host, port).start()

@@ -52,7 +52,12 @@ class Refuse:
 class Retry:
     """Transient: back off and start the client again."""
 
-    reason: str
+    error: KafkaConnectionError
+
+    @property
+    def reason(self) -> str:
+        """What the client said (aiokafka's text names the error class)."""
+        return str(self.error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,5 +82,5 @@ def map_kafka_error(error: BaseException, where: str = "") -> KafkaAction:
             f"kafka_tls_failed: {reason} (check KAFKA_SECURITY_PROTOCOL and KAFKA_SSL_CAFILE)"
         )
     if isinstance(error, KafkaConnectionError):
-        return Retry(str(error))
+        return Retry(error)
     return Propagate()

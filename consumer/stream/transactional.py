@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import structlog
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaError
 from aiokafka.producer.transaction_manager import TransactionState
 
 from consumer.errors import PublishError
@@ -168,7 +168,7 @@ class TransactionalSink:
         producer = self._make_producer(self.transactional_id(tp))
         try:
             if (unreachable := await start_once(producer)) is not None:
-                raise KafkaConnectionError(unreachable.reason)
+                raise unreachable.error
         except BaseException:
             await _stop_quietly(producer)
             raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -135,3 +136,34 @@ async def test_a_taken_port_is_a_configuration_error() -> None:
             await HealthServer(FixedProbes()).start(port, host="127.0.0.1")
 
 
+
+
+async def test_a_half_sent_request_is_cut_off_once_idle() -> None:
+    server = HealthServer(FixedProbes(), idle_timeout_s=0.3)
+    port = await server.start(0, host="127.0.0.1")
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await server.close()
+
+
+async def test_a_malformed_request_is_answered_400_and_not_logged(
+    served: tuple[FixedProbes, httpx2.AsyncClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, client = served
+    port = client.base_url.port
+    assert port is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    with caplog.at_level(logging.DEBUG):
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    await writer.wait_closed()
+    assert answer.startswith((b"HTTP/1.0 400 Bad Request\r\n", b"HTTP/1.1 400 Bad Request\r\n"))
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

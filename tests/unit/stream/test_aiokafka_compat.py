@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import subprocess
 import sys
 from typing import Any
@@ -21,6 +20,7 @@ from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 from aiokafka.producer.transaction_manager import TransactionState
 
 from consumer.stream import aiokafka_compat
+from tests.support.logs import collected_records
 
 UPGRADE = "aiokafka changed under consumer/stream/aiokafka_compat.py: "
 
@@ -109,15 +109,10 @@ async def test_a_refused_login_is_read_from_the_bootstrap_log_record(
     assert hasattr(aiokafka.client, "create_conn"), UPGRADE + "aiokafka.client.create_conn"
     monkeypatch.setattr(aiokafka.client, "create_conn", create_conn)
     client = AIOKafkaClient(bootstrap_servers="broker-1:9094")
-    seen: list[logging.LogRecord] = []
-    handler = _Collect(seen)
-    logging.getLogger(aiokafka_compat.CLIENT_LOGGER).addHandler(handler)
-    try:
-        with (aiokafka_compat.connection_failures(hold=lambda e: True) as failures,
-              pytest.raises(KafkaConnectionError)):
-            await client.bootstrap()
-    finally:
-        logging.getLogger(aiokafka_compat.CLIENT_LOGGER).removeHandler(handler)
+    with (collected_records(aiokafka_compat.CLIENT_LOGGER) as seen,
+          aiokafka_compat.connection_failures(hold=lambda e: True) as failures,
+          pytest.raises(KafkaConnectionError)):
+        await client.bootstrap()
     first = failures.first()
     assert first is not None, UPGRADE + "no (host, port, error) record while bootstrapping"
     assert (first.where, first.error) == ("broker-1:9094", refusal), (
@@ -160,12 +155,3 @@ async def test_transaction_state_reads_the_producers_transaction_manager() -> No
     assert state == TransactionState.UNINITIALIZED, UPGRADE + "AIOKafkaProducer._txn_manager"
     for name in ("READY", "ABORTABLE_ERROR", "FATAL_ERROR"):
         assert hasattr(TransactionState, name), UPGRADE + f"TransactionState.{name}"
-
-
-class _Collect(logging.Handler):
-    def __init__(self, into: list[logging.LogRecord]) -> None:
-        super().__init__()
-        self._into = into
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._into.append(record)

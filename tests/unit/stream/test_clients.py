@@ -18,6 +18,7 @@ from consumer.settings import Settings
 from consumer.stream import clients
 from consumer.stream.aiokafka_compat import CLIENT_LOGGER
 from consumer.stream.clients import client_options, start_client
+from tests.support.logs import collected_records
 
 REFUSAL = SaslAuthenticationFailed("Authentication failed during authentication")
 
@@ -44,12 +45,8 @@ class FakeClient:
 @pytest.fixture
 def aiokafka_records() -> Iterator[list[logging.LogRecord]]:
     """What reaches the aiokafka logger's handlers."""
-    records: list[logging.LogRecord] = []
-    handler = _Collect(records)
-    logger = logging.getLogger(CLIENT_LOGGER)
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
+    with collected_records(CLIENT_LOGGER) as records:
+        yield records
 
 
 @pytest.fixture(autouse=True)
@@ -153,12 +150,3 @@ def test_client_options_carry_security_only_when_asked(protocol: str, expected: 
     assert options["client_id"] == "c-1"
     if expected:
         assert options["sasl_plain_password"] == "p"
-
-
-class _Collect(logging.Handler):
-    def __init__(self, into: list[logging.LogRecord]) -> None:
-        super().__init__()
-        self._into = into
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._into.append(record)

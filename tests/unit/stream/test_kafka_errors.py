@@ -45,8 +45,11 @@ def test_an_untrusted_certificate_is_a_configuration_error() -> None:
 
 
 def test_an_unreachable_broker_is_retried() -> None:
-    assert map_kafka_error(KafkaConnectionError("Unable to bootstrap from [...]")) == Retry(
-        "KafkaConnectionError: Unable to bootstrap from [...]")
+    error = KafkaConnectionError("Unable to bootstrap from [...]")
+    action = map_kafka_error(error)
+    assert isinstance(action, Retry)
+    assert action.error is error  # raised again as it is where a caller retries on its own
+    assert action.reason == "KafkaConnectionError: Unable to bootstrap from [...]"
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumer.evaluate import Evaluator
-from consumer.judge.prompt import JudgeRequest, Limits, read_data
-from consumer.judge.result import Answered, JudgeResult
+from consumer.judge.prompt import Limits
 from consumer.stream.pipeline import Pipeline, PipelineConfig
-from consumer.stream.sink import Record
-from schemas.judge import JudgeAnswer
-from schemas.verdict import VerdictEvent
+from tests.support.pipeline_fakes import GatedJudge, ListSink
 
 TP = ("traces", 0)
 
@@ -61,38 +58,6 @@ class FakeConsumer:
         self.position = offset
 
 
-class GatedJudge:
-    """Answers each trace only when the test releases it."""
-
-    model = "gated"
-
-    def __init__(self) -> None:
-        self.gates: dict[str, asyncio.Event] = {}
-        self.holding = False
-
-    def gate(self, answer: str) -> asyncio.Event:
-        return self.gates.setdefault(answer, asyncio.Event())
-
-    async def judge(self, request: JudgeRequest) -> JudgeResult:
-        await self.gate(read_data(request.messages)["answer"]).wait()
-        return Answered(JudgeAnswer(score=5, reason="ok"), None, 1, 1)
-
-    async def close(self) -> None:
-        return None
-
-
-class ListSink:
-    def __init__(self) -> None:
-        self.verdicts: list[VerdictEvent] = []
-        self.dead: list[tuple[int, str]] = []
-
-    async def publish(self, verdict: VerdictEvent) -> None:
-        self.verdicts.append(verdict)
-
-    async def dead_letter(self, record: Record, reason: str) -> None:
-        self.dead.append((record.offset, reason))
-
-
 def record(offset: int, answer: str | None) -> FakeRecord:
     return FakeRecord(offset, json.dumps({"trace_id": f"t{offset}", "output": answer}).encode())
 
@@ -125,12 +90,12 @@ async def test_watermark_commits_only_below_unfinished_records() -> None:
     stop = asyncio.Event()
     run = asyncio.create_task(pipeline.run(stop))
     await settle()
-    judge.gate("b").set()  # finishes before offset 0
+    judge.open("b")  # finishes before offset 0
     await settle()
-    assert [v.trace_id for v in sink.verdicts] == ["t1"]
+    assert sink.published == ["t1"]
     assert sink.dead == [(4, sink.dead[0][1])]
     assert all(c[TP] == 0 for c in commits), "offset 0 is unfinished: nothing past it commits"
-    judge.gate("a").set()
+    judge.open("a")
     await settle()
     assert commits[-1][TP] == 5
     assert pipeline.outcomes == {"pass": 2, "skipped": 2, "dead_lettered": 1}
@@ -140,8 +105,7 @@ async def test_watermark_commits_only_below_unfinished_records() -> None:
 
 async def test_records_before_the_assignment_callback_are_put_back() -> None:
     pipeline, consumer, judge, sink, _ = build([record(0, "a"), record(1, "b")])
-    judge.gate("a").set()
-    judge.gate("b").set()
+    judge.open("a", "b")
     stop = asyncio.Event()
     run = asyncio.create_task(pipeline.run(stop))
     await settle()
@@ -149,7 +113,7 @@ async def test_records_before_the_assignment_callback_are_put_back() -> None:
     assert sink.verdicts == []
     await pipeline.on_partitions_assigned({TP})
     await settle()
-    assert sorted(v.trace_id for v in sink.verdicts) == ["t0", "t1"]
+    assert sorted(sink.published) == ["t0", "t1"]
     stop.set()
     await run
 
@@ -163,12 +127,10 @@ async def test_full_pipeline_pauses_and_resumes_at_half() -> None:
     await settle()
     assert consumer.position == 4
     assert TP in consumer.paused
-    for i in range(2):
-        judge.gate(f"x{i}").set()
+    judge.open("x0", "x1")
     await settle()
     assert consumer.position == 6, "resumed at half full, then filled up to the bound again"
-    for i in range(8):
-        judge.gate(f"x{i}").set()
+    judge.open(*(f"x{i}" for i in range(8)))
     await settle()
     assert consumer.position == 8
     stop.set()
@@ -185,7 +147,7 @@ async def test_judge_down_pauses_fetching() -> None:
     assert TP in consumer.paused
     assert consumer.position == 0
     judge.holding = False
-    judge.gate("a").set()
+    judge.open("a")
     await settle()
     assert consumer.position == 1
     stop.set()
@@ -199,11 +161,11 @@ async def test_revoked_partition_drops_late_completions() -> None:
     await pipeline.on_partitions_assigned({TP})
     stop = asyncio.Event()
     run = asyncio.create_task(pipeline.run(stop))
-    judge.gate("fast").set()
+    judge.open("fast")
     await settle()
     await pipeline.on_partitions_revoked({TP})
     assert commits[-1][TP] == 0, "the revoke commits the watermark below the slow record"
-    judge.gate("slow").set()
+    judge.open("slow")
     await settle()
     assert all(c[TP] == 0 for c in commits), "the cancelled record never commits"
     stop.set()

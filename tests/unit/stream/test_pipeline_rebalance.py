@@ -15,16 +15,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from consumer.evaluate import Evaluator
-from consumer.judge.prompt import JudgeRequest, Limits, read_data
-from consumer.judge.result import Answered, JudgeResult
+from consumer.judge.prompt import Limits
 from consumer.stream.pipeline import Pipeline, PipelineConfig
-from schemas.judge import JudgeAnswer
-from schemas.verdict import VerdictEvent
+from tests.support.pipeline_fakes import GatedJudge, ListSink
 from tests.support.streams import trace
+from tests.support.waiting import until
 
 
 class TP(NamedTuple):
@@ -83,53 +81,13 @@ class ScriptedConsumer:
         self.paused.clear()
 
 
-class GatedJudge:
-    """Scores 5 once the trace's gate is open; the answer text is the trace id."""
-
-    model = "gated-judge"
-    holding = False
-
-    def __init__(self) -> None:
-        self.gates: dict[str, asyncio.Event] = {}
-        self.started: list[str] = []
-
-    def open(self, *trace_ids: str) -> None:
-        for trace_id in trace_ids:
-            self._gate(trace_id).set()
-
-    def _gate(self, trace_id: str) -> asyncio.Event:
-        return self.gates.setdefault(trace_id, asyncio.Event())
-
-    async def judge(self, request: JudgeRequest) -> JudgeResult:
-        trace_id = str(read_data(request.messages)["answer"])
-        self.started.append(trace_id)
-        await self._gate(trace_id).wait()
-        return Answered(JudgeAnswer(score=5, reason="ok"), None, 1, 1)
-
-    async def close(self) -> None:
-        return None
-
-
-class ListSink:
-    """Keeps what was published, in order."""
-
-    def __init__(self) -> None:
-        self.published: list[str] = []
-
-    async def publish(self, verdict: VerdictEvent) -> None:
-        self.published.append(verdict.trace_id)
-
-    async def dead_letter(self, record: Any, reason: str) -> None:
-        raise AssertionError(f"unexpected dead letter: {reason}")
-
-
 class Harness:
     """A running pipeline over the scripted consumer, judge and sink; commits are recorded."""
 
     def __init__(self, assigned: set[TP], **config: Any) -> None:
         self.consumer = ScriptedConsumer(assigned)
         self.judge = GatedJudge()
-        self.sink = ListSink()
+        self.sink = ListSink(allow_dead_letters=False)
         self.commits: list[dict[TP, int]] = []
         # commit_interval_s: the fetch loop commits only when it stops, so every commit seen
         # before that is the rebalance path's.
@@ -165,14 +123,6 @@ class Harness:
 
 def _id(tp: TP, offset: int) -> str:
     return f"{tp.partition}/{offset}"
-
-
-async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Wait for ``condition``; fail the test if it does not come true in time."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition never came true"
-        await asyncio.sleep(0.01)
 
 
 P0, P1 = TP("traces", 0), TP("traces", 1)

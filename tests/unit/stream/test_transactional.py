@@ -242,8 +242,9 @@ async def test_a_producer_that_cannot_start_is_stopped_and_the_retry_starts_afre
         return made[-1]
 
     sink = TransactionalSink(make, "group", OutcomeTopics("verdicts", "dlq"))
-    with pytest.raises(type(failure)):
+    with pytest.raises(type(failure)) as raised:
         await sink.start_partition(P0)
+    assert raised.value is failure, "raised as it is (its text names its class once)"
     assert made[0].stopped, "a half-started producer is stopped, not leaked"
     assert not sink.owns(P0)
     await sink.dead_letter(Record(P0.topic, P0.partition, 0), "not JSON")
