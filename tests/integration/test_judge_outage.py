@@ -21,24 +21,16 @@ from tests.support.streams import (
     trace,
     verdicts_by_trace,
 )
+from tests.support.waiting import until
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 
 
-def worker_env(kafka: str, topics: Topics, server: JudgeServer, **extra: str) -> dict[str, str]:
-    return topics.env(kafka) | {
-        "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.url,
-        "MIN_ACCEPTABLE_SCORE": "0.5", "JUDGE_MAX_CONCURRENCY": "4",
-        "JUDGE_TIMEOUT_SECONDS": "5", "HEALTH_PORT": "0", **extra,
-    }
-
-
-async def wait_for(predicate: object, timeout_s: float) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
+def outage_env(kafka: str, topics: Topics, server: JudgeServer, **overrides: str) -> dict[str, str]:
+    """The worker's environment for these tests: four judge calls at a time, 5 s each."""
+    return worker_env(topics.env(kafka), server.url, JUDGE_MAX_CONCURRENCY="4",
+                      JUDGE_TIMEOUT_SECONDS="5", **overrides)
 
 
 @pytest.mark.parametrize(
@@ -60,9 +52,9 @@ async def test_outage_holds_then_resumes_without_error_verdicts(
     await produce(kafka, topics.traces, [trace(f"t{i}", f"answer {i} [[score=4]]")
                                          for i in range(count)])
 
-    async with in_process_worker(worker_env(kafka, topics, server, DELIVERY=delivery),
+    async with in_process_worker(outage_env(kafka, topics, server, DELIVERY=delivery),
                                  monkeypatch):
-        await wait_for(lambda: judge.count() >= 60, timeout_s=30)
+        await until(lambda: judge.count() >= 60, timeout_s=30, interval_s=0.05)
         judge.outage = status
         outage_started = time.monotonic()
         await asyncio.sleep(8.0)
@@ -101,7 +93,7 @@ async def test_every_seventh_call_429_still_gives_correct_verdicts(
     count = 120
     await produce(kafka, topics.traces, [trace(f"t{i}", f"a {i} [[score={1 + i % 5}]]")
                                          for i in range(count)])
-    async with in_process_worker(worker_env(kafka, topics, server), monkeypatch):
+    async with in_process_worker(outage_env(kafka, topics, server), monkeypatch):
         records = await read_all(kafka, topics.verdicts, at_least=count, timeout_s=60,
                                  settle_s=1.0)
     verdicts = verdicts_by_trace(records)
@@ -131,7 +123,7 @@ async def test_per_trace_failure_while_healthy_is_an_error_verdict(
     values = [trace(f"ok{i}", f"fine {i} [[score=5]]") for i in range(30)]
     values.insert(10, trace("bad", f"always fails [[status={status}]]"))
     await produce(kafka, topics.traces, values)
-    async with in_process_worker(worker_env(kafka, topics, server), monkeypatch):
+    async with in_process_worker(outage_env(kafka, topics, server), monkeypatch):
         records = await read_all(kafka, topics.verdicts, at_least=31, timeout_s=60)
     verdicts = verdicts_by_trace(records)
     (bad,) = verdicts["bad"]

@@ -19,6 +19,7 @@ from tests.support.streams import (
     trace,
     verdicts_by_trace,
 )
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -92,17 +93,8 @@ async def test_mixed_stream_gives_one_correct_outcome_per_record(
     await create_topics(kafka, topics, partitions=3)
     values = stream()
     await produce(kafka, topics.traces, values)
-    env = topics.env(kafka) | {
-        "OPENAI_API_KEY": "sk-test-secret-value",
-        "OPENAI_BASE_URL": server.url,
-        "MIN_ACCEPTABLE_SCORE": "0.5",
-        "JUDGE_MODEL": "scripted-judge",
-        "JUDGE_MAX_CONCURRENCY": "4",
-        "JUDGE_TIMEOUT_SECONDS": "5",
-        "LOG_LEVEL": "warning",
-        "DELIVERY": delivery,
-        "HEALTH_PORT": "0",
-    }
+    env = worker_env(topics.env(kafka), server.url, JUDGE_MAX_CONCURRENCY="4",
+                     JUDGE_TIMEOUT_SECONDS="5", DELIVERY=delivery)
 
     async with in_process_worker(env, monkeypatch):
         verdict_records = await read_all(kafka, topics.verdicts, at_least=len(EXPECTED),

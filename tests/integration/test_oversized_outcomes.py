@@ -28,7 +28,7 @@ from tests.support.streams import (
     trace,
     verdicts_by_trace,
 )
-from tests.support.workers import wait_committed
+from tests.support.workers import wait_committed, worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -88,19 +88,12 @@ async def produce_records(bootstrap: str, topic: str, records: list[Parts]) -> N
         await producer.stop()
 
 
-def worker_env(kafka: str, topics: Topics, server: JudgeServer, delivery: str) -> dict[str, str]:
-    return topics.env(kafka) | {
-        "OPENAI_API_KEY": "sk-test-secret-value",
-        "OPENAI_BASE_URL": server.url,
-        "JUDGE_MODEL": "big-judge",
-        "MIN_ACCEPTABLE_SCORE": "0.5",
-        "JUDGE_MAX_CONCURRENCY": "4",
-        "JUDGE_TIMEOUT_SECONDS": "30",
-        "DELIVERY": delivery,
-        "DRAIN_TIMEOUT_SECONDS": "5",
-        "HEALTH_PORT": "0",
-        "LOG_LEVEL": "warning",
-    }
+def big_judge_env(kafka: str, topics: Topics, server: JudgeServer,
+                  delivery: str) -> dict[str, str]:
+    """The worker's environment against ``big_judge`` (slow answers: a longer timeout)."""
+    return worker_env(topics.env(kafka), server.url, JUDGE_MODEL="big-judge",
+                      JUDGE_MAX_CONCURRENCY="4", JUDGE_TIMEOUT_SECONDS="30",
+                      DELIVERY=delivery, DRAIN_TIMEOUT_SECONDS="5")
 
 
 def headers_of(record: ConsumerRecord[bytes, bytes]) -> dict[str, bytes]:
@@ -124,7 +117,7 @@ async def test_outcomes_too_large_for_the_broker_are_cut_to_fit(
     ])
 
     with big_judge() as server:
-        async with in_process_worker(worker_env(kafka, topics, server, delivery), monkeypatch):
+        async with in_process_worker(big_judge_env(kafka, topics, server, delivery), monkeypatch):
             dead = await read_all(kafka, topics.dlq, at_least=2, timeout_s=60)
             verdict_records = await read_all(kafka, topics.verdicts, at_least=3, timeout_s=60)
             committed, ends = await wait_committed(kafka, topics.group, topics.traces, 30)
@@ -171,7 +164,7 @@ async def test_a_key_too_large_for_a_dead_letter_is_cut(
     await produce_records(kafka, topics.traces, [big_key, (b"after", trace("after", "Ok."), [])])
 
     with big_judge() as server:
-        async with in_process_worker(worker_env(kafka, topics, server, delivery), monkeypatch):
+        async with in_process_worker(big_judge_env(kafka, topics, server, delivery), monkeypatch):
             verdict_records = await read_all(kafka, topics.verdicts, at_least=1, timeout_s=20)
             dead = await read_all(kafka, topics.dlq, at_least=1, timeout_s=5)
             committed, ends = await wait_committed(kafka, topics.group, topics.traces, 15)

@@ -25,6 +25,7 @@ from tests.support.streams import (
     trace,
     verdicts_by_trace,
 )
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -88,15 +89,8 @@ async def seed(bootstrap: str, *, transactional: bool = False) -> Seeded:
 
 
 def environment(seeded: Seeded, bootstrap: str, server: JudgeServer) -> dict[str, str]:
-    return seeded.topics.env(bootstrap) | {
-        "OPENAI_API_KEY": "sk-test-secret-value",
-        "OPENAI_BASE_URL": server.url,
-        "MIN_ACCEPTABLE_SCORE": "0.5",
-        "JUDGE_MODEL": "scripted-judge",
-        "JUDGE_MAX_CONCURRENCY": "4",
-        "JUDGE_TIMEOUT_SECONDS": "5",
-        "LOG_LEVEL": "warning",
-    }
+    return worker_env(seeded.topics.env(bootstrap), server.url,
+                      JUDGE_MAX_CONCURRENCY="4", JUDGE_TIMEOUT_SECONDS="5")
 
 
 async def replay(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, *args: str) -> int:

@@ -15,6 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from consumer.settings import Settings, load_settings
+from consumer.stream.aiokafka_compat import load_topic
 from consumer.worker import run_worker
 from scripts.kafka import broker
 
@@ -125,7 +126,7 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
         partitions = consumer.partitions_for_topic(topic)
         if partitions:
             return set(partitions)
-        await consumer._client.force_metadata_update()
+        await load_topic(consumer, topic)
         await asyncio.sleep(0.1)
     raise AssertionError(f"topic {topic} has no partitions")
 

@@ -35,8 +35,12 @@ THRESHOLD = 0.5
 _WORKER_VARIABLES = frozenset(name.upper() for name in Settings.model_fields)
 
 
-def worker_env(bootstrap_env: dict[str, str], judge_url: str, **extra: str) -> dict[str, str]:
-    """The environment of a test worker: topics, the fake judge, quiet logs, no health port."""
+def worker_env(bootstrap_env: dict[str, str], judge_url: str, **overrides: str) -> dict[str, str]:
+    """The environment of a test worker (or command): topics, the fake judge, quiet logs, no
+    health port; ``overrides`` (variable names, upper case) replace or add to it.
+
+    ``bootstrap_env`` is ``Topics.env(bootstrap)``, or ``{}`` for a command without Kafka.
+    """
     return {
         **bootstrap_env,
         "OPENAI_API_KEY": "sk-test-secret-value",
@@ -47,7 +51,7 @@ def worker_env(bootstrap_env: dict[str, str], judge_url: str, **extra: str) -> d
         "JUDGE_TIMEOUT_SECONDS": "10",
         "LOG_LEVEL": "warning",
         "HEALTH_PORT": "0",
-        **extra,
+        **overrides,
     }
 
 

@@ -13,6 +13,7 @@ from consumer.cli import main
 from consumer.localjudge.server import JudgeServer
 from consumer.verdicts import verdict_id
 from tests.support.fake_judge import ScriptedJudge
+from tests.support.workers import worker_env
 
 Judge = tuple[ScriptedJudge, JudgeServer]
 
@@ -20,15 +21,8 @@ Judge = tuple[ScriptedJudge, JudgeServer]
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch, fake_judge: Judge) -> Judge:
     _, server = fake_judge
-    for name, value in {
-        "OPENAI_API_KEY": "sk-test-secret-value",
-        "OPENAI_BASE_URL": server.url,
-        "MIN_ACCEPTABLE_SCORE": "0.5",
-        "JUDGE_MODEL": "scripted-judge",
-        "JUDGE_MAX_CONCURRENCY": "4",
-        "JUDGE_TIMEOUT_SECONDS": "5",
-        "LOG_LEVEL": "warning",
-    }.items():
+    env = worker_env({}, server.url, JUDGE_MAX_CONCURRENCY="4", JUDGE_TIMEOUT_SECONDS="5")
+    for name, value in env.items():
         monkeypatch.setenv(name, value)
     return fake_judge
 
