@@ -114,7 +114,7 @@ async def judge_capacity(
         while (now := time.monotonic()) < end:
             result = await client.judge(request)
             if isinstance(result, TraceFailed):
-                errors[0] += 1  # e.g. the stdlib server's listen backlog (5) overflowing
+                errors[0] += 1  # e.g. a connection the judge server did not take
                 continue
             completed[0] += 1
             if now >= counting_from:
