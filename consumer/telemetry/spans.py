@@ -1,0 +1,44 @@
+"""The span as the telemetry subsystem sees it, whatever the wire format (pure).
+
+OTLP decoding (``otlp.py``) produces these; convention mapping (``conventions.py``) reads them.
+Ids are lowercase hex, as OTLP JSON and every tracing UI write them; attribute values are the
+plain Python values of OTLP's ``AnyValue`` (arrays as tuples, key-value lists as dicts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+AttributeValue = Any  # str | bool | int | float | bytes | tuple[value, ...] | dict[str, value]
+Attributes = Mapping[str, AttributeValue]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    """A timestamped event on a span (``gen_ai.choice``, ``gen_ai.user.message``, ...)."""
+
+    name: str
+    time_unix_nano: int
+    attributes: Attributes = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One span with the attributes of its resource; ``parent_span_id`` None at a root."""
+
+    trace_id: str  # 32 lowercase hex digits
+    span_id: str  # 16 lowercase hex digits
+    parent_span_id: str | None
+    name: str
+    start_unix_nano: int
+    end_unix_nano: int
+    attributes: Attributes = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+    resource: Attributes = field(default_factory=dict)
+
+    @property
+    def is_root(self) -> bool:
+        """True for the trace's root span (no parent)."""
+        return self.parent_span_id is None
