@@ -33,6 +33,7 @@ KAFKA_LOCAL = Path(__file__).resolve().parent.parent / "kafka-local"
 # mode. Override with KAFKA_TESTCONTAINERS_IMAGE.
 DEFAULT_TESTCONTAINERS_IMAGE = "confluentinc/cp-kafka:7.9.0"
 DEFAULT_LOCAL_PORT = 9092
+DOCKER_SOCKET = "/var/run/docker.sock"  # where docker.from_env looks without DOCKER_HOST
 
 # Generous: the first kafka-local start downloads the jars with Maven.
 START_TIMEOUT_S = 600.0
@@ -102,6 +103,9 @@ def _docker_available() -> bool:
 
     Imported dynamically: the package is optional here and ships no type information.
     """
+    if "DOCKER_HOST" not in os.environ and not Path(DOCKER_SOCKET).exists():
+        # No engine to ask: docker.from_env would still open (and leak) a socket finding out.
+        return False
     try:
         docker: Any = importlib.import_module("docker")
         client = docker.from_env(timeout=5)

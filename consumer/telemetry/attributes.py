@@ -1,0 +1,134 @@
+"""Reading span attribute values the way the conventions write them (pure).
+
+Attributes arrive from any producer, so every reader here tolerates the wrong type: a value
+that is not what the convention says is treated as absent, never raised on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from consumer.telemetry.spans import Attributes
+
+# Roles as the conventions and frameworks spell them (LangChain says human / ai, Gemini model).
+USER_ROLES = frozenset({"user", "human"})
+ASSISTANT_ROLES = frozenset({"assistant", "ai", "model"})
+SYSTEM_ROLES = frozenset({"system", "developer"})
+
+# Keys under which frameworks put the answer or the question in a JSON input/output value
+# (LangChain's create_retrieval_chain: {"input", "context", "answer"}; RetrievalQA: "result").
+OUTPUT_KEYS = ("answer", "output", "result", "response", "text", "content")
+INPUT_KEYS = ("input", "question", "query", "text", "content", "message")
+
+
+def indexed(attributes: Attributes, prefix: str) -> list[dict[str, Any]]:
+    """The items of a flattened list (``prefix.N.rest``), in index order, each keyed by rest."""
+    head = prefix + "."
+    groups: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if not key.startswith(head):
+            continue
+        index, dot, rest = key[len(head):].partition(".")
+        # isascii: str.isdigit accepts digits such as "²" that int() refuses.
+        if dot and index.isascii() and index.isdigit():
+            groups.setdefault(int(index), {})[rest] = value
+    return [groups[i] for i in sorted(groups)]
+
+
+def text(value: Any) -> str | None:
+    """A string value, a number as its text; anything else (or blank) is None."""
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def json_value(value: Any) -> Any:
+    """A JSON-encoded attribute decoded; a structured value (tuple, dict) as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def json_text(value: Any) -> str | None:
+    """An attribute holding JSON text or a structure, as JSON text (for tool arguments)."""
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, Mapping | tuple | list):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return text(value)
+
+
+def value_text(
+    value: Any, *, is_json: bool, keys: Sequence[str], roles: frozenset[str]
+) -> str | None:
+    """The text an ``input.value`` / ``output.value`` carries.
+
+    Plain text is taken as it is. JSON (by mime type, or as Langfuse always writes) is read:
+    a string; the first of ``keys`` holding text; a one-entry object; a chat message list (or
+    ``{"messages": [...]}``, as LangGraph writes) by its last message of ``roles``. JSON with
+    none of these (a raw API response) is None: the next rule of the precedence decides.
+    """
+    raw = text(value)
+    if raw is None or not is_json:
+        return raw
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return raw  # plain text labelled JSON: still the producer's text
+    return _structured_text(data, keys, roles)
+
+
+def looks_like_json(value: Any) -> bool:
+    """True for a string that opens a JSON object or array (a producer that wrote no mime)."""
+    return isinstance(value, str) and value.lstrip()[:1] in ("{", "[")
+
+
+def _structured_text(data: Any, keys: Sequence[str], roles: frozenset[str]) -> str | None:
+    if isinstance(data, str):
+        return text(data)
+    if isinstance(data, list):
+        return last_message_text(data, roles)
+    if not isinstance(data, dict):
+        return None
+    for key in keys:
+        if (found := text(data.get(key))) is not None:
+            return found
+    if isinstance(data.get("messages"), list):
+        return last_message_text(data["messages"], roles)
+    if len(data) == 1:
+        return text(next(iter(data.values())))
+    return None
+
+
+def last_message_text(messages: Sequence[Any], roles: frozenset[str]) -> str | None:
+    """The content of the last ``{"role", "content"}`` message of one of ``roles``."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and _role(message) in roles:
+            content = message.get("content")
+            found = text(content) if not isinstance(content, list) else parts_text(content)
+            if found is not None:
+                return found
+    return None
+
+
+def parts_text(parts: Sequence[Any]) -> str | None:
+    """The text parts of a message's content list, joined (GenAI parts, OpenAI content)."""
+    texts = [
+        found for part in parts if isinstance(part, dict) and part.get("type") == "text"
+        and (found := text(part.get("content", part.get("text")))) is not None
+    ]
+    return "\n".join(texts) if texts else None
+
+
+def _role(message: Mapping[str, Any]) -> str | None:
+    role = message.get("role", message.get("type"))  # LangChain serialises a message's type
+    return role.lower() if isinstance(role, str) else None

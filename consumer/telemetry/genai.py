@@ -1,0 +1,188 @@
+"""OTel GenAI attributes and events read off one span: operation, messages, tools (pure).
+
+The names are written here rather than imported: the only published constants,
+``opentelemetry.semconv._incubating.attributes.gen_ai_attributes``, come with
+``opentelemetry-semantic-conventions``, which the worker does not depend on at run time (only
+the test-only SDK pulls it in), sit in a private, "incubating" module, and mark every GenAI
+name deprecated (moved to the semantic-conventions-genai repository); the event names are not
+published at all. ``tests/unit/telemetry`` checks every name below against those constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+from consumer.telemetry.attributes import (
+    indexed,
+    json_text,
+    json_value,
+    parts_text,
+    text,
+)
+from consumer.telemetry.mapped import Message, ToolCall
+from consumer.telemetry.openinference import tool_name
+from consumer.telemetry.spans import Attributes, Span, SpanEvent
+
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_PROMPT: Final = "gen_ai.prompt"  # older: gen_ai.prompt.N.{role,content}, or JSON
+GEN_AI_COMPLETION: Final = "gen_ai.completion"  # older: gen_ai.completion.N.*, or JSON
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+
+CHAT: Final = "chat"
+TEXT_COMPLETION: Final = "text_completion"
+GENERATE_CONTENT: Final = "generate_content"
+RETRIEVAL: Final = "retrieval"
+EXECUTE_TOOL: Final = "execute_tool"
+INVOKE_AGENT: Final = "invoke_agent"
+LLM_OPERATIONS = frozenset({CHAT, TEXT_COMPLETION, GENERATE_CONTENT})
+
+# Per-message events (semantic conventions 1.28-1.36), as span events; their body is in
+# ``gen_ai.event.content`` (JSON) or flat in the attributes.
+MESSAGE_EVENTS: Final = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+CHOICE_EVENT: Final = "gen_ai.choice"
+EVENT_CONTENT: Final = "gen_ai.event.content"
+
+
+def operation(span: Span) -> str | None:
+    """The span's ``gen_ai.operation.name``, or None."""
+    value = span.attributes.get(GEN_AI_OPERATION_NAME)
+    return value if isinstance(value, str) else None
+
+
+def input_messages(span: Span) -> list[Message]:
+    """The call's input: system instructions and ``gen_ai.input.messages``; else the older
+    ``gen_ai.prompt.*`` attributes; else the per-message events."""
+    attributes = span.attributes
+    system = json_value(attributes.get(GEN_AI_SYSTEM_INSTRUCTIONS))
+    instructions = parts_text(system) if isinstance(system, list) else None
+    found = [Message("system", instructions)] if instructions else []
+    found += (_json_messages(attributes.get(GEN_AI_INPUT_MESSAGES))
+              or _older(attributes, GEN_AI_PROMPT)
+              or [m for event in span.events if (m := _event_message(event)) is not None])
+    return found
+
+
+def output_messages(span: Span) -> list[Message]:
+    """The model's reply: ``gen_ai.output.messages``; else ``gen_ai.completion.*``; else the
+    ``gen_ai.choice`` events."""
+    attributes = span.attributes
+    return (_json_messages(attributes.get(GEN_AI_OUTPUT_MESSAGES))
+            or _older(attributes, GEN_AI_COMPLETION)
+            or [m for event in span.events if (m := _choice_message(event)) is not None])
+
+
+def output_tool_calls(span: Span) -> list[ToolCall]:
+    """The tool calls the model asked for: output message parts, ``gen_ai.completion.N.
+    tool_calls.M.*``, ``gen_ai.choice`` events."""
+    calls = []
+    for message in _json_list(span.attributes.get(GEN_AI_OUTPUT_MESSAGES)):
+        for part in _json_list(message.get("parts")):
+            if part.get("type") == "tool_call" and (name := text(part.get("name"))):
+                calls.append(ToolCall(name, json_text(part.get("arguments")),
+                                      call_id=text(part.get("id")), span_id=span.span_id))
+    for item in indexed(span.attributes, GEN_AI_COMPLETION):
+        for call in indexed(item, "tool_calls"):
+            if name := text(call.get("name")):
+                calls.append(ToolCall(name, json_text(call.get("arguments")),
+                                      call_id=text(call.get("id")), span_id=span.span_id))
+    for event in span.events:
+        if event.name == CHOICE_EVENT:
+            message = json_value(_event_body(event).get("message"))
+            if isinstance(message, dict):
+                calls += _openai_tool_calls(message.get("tool_calls"), span.span_id)
+    return calls
+
+
+def tool_span_call(span: Span) -> ToolCall:
+    """An ``execute_tool`` span as the call it ran."""
+    attributes = span.attributes
+    name = text(attributes.get(GEN_AI_TOOL_NAME)) or span.name.removeprefix(EXECUTE_TOOL).strip()
+    return ToolCall(
+        name=name or span.name,
+        arguments=json_text(attributes.get(GEN_AI_TOOL_CALL_ARGUMENTS)),
+        result=json_text(attributes.get(GEN_AI_TOOL_CALL_RESULT)),
+        call_id=text(attributes.get(GEN_AI_TOOL_CALL_ID)),
+        span_id=span.span_id,
+    )
+
+
+def tool_definitions(span: Span) -> list[str]:
+    """The names in ``gen_ai.tool.definitions``."""
+    definitions = _json_list(span.attributes.get(GEN_AI_TOOL_DEFINITIONS))
+    return [name for definition in definitions if (name := tool_name(definition)) is not None]
+
+
+def _json_list(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON (or structured) array attribute; anything else is empty."""
+    data = json_value(value)
+    return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
+
+
+def _json_messages(value: Any) -> list[Message]:
+    """``[{"role", "parts": [...]}]`` (1.37+), or ``[{"role", "content"}]`` (the older JSON)."""
+    found = []
+    for message in _json_list(value):
+        content = message.get("parts", message.get("content"))
+        body = parts_text(content) if isinstance(content, list) else text(content)
+        role = message.get("role")
+        if body is not None:
+            found.append(Message(role.lower() if isinstance(role, str) else "", body))
+    return found
+
+
+def _older(attributes: Attributes, prefix: str) -> list[Message]:
+    """``prefix.N.{role,content}``, or ``prefix`` itself holding a JSON message list."""
+    found = [
+        Message(role.lower() if isinstance(role := item.get("role"), str) else "", content)
+        for item in indexed(attributes, prefix)
+        if (content := text(item.get("content"))) is not None
+    ]
+    return found or _json_messages(attributes.get(prefix))
+
+
+def _event_body(event: SpanEvent) -> dict[str, Any]:
+    body = dict(event.attributes)
+    content = json_value(event.attributes.get(EVENT_CONTENT))
+    if isinstance(content, dict):
+        body.update(content)
+    return body
+
+
+def _event_message(event: SpanEvent) -> Message | None:
+    role = MESSAGE_EVENTS.get(event.name)
+    if role is None:
+        return None
+    content = text(_event_body(event).get("content"))
+    return Message(role, content) if content is not None else None
+
+
+def _choice_message(event: SpanEvent) -> Message | None:
+    if event.name != CHOICE_EVENT:
+        return None
+    body = _event_body(event)
+    message = json_value(body.get("message"))
+    content = message.get("content") if isinstance(message, dict) else None
+    found = text(content) or text(body.get("message.content")) or text(body.get("content"))
+    return Message("assistant", found) if found is not None else None
+
+
+def _openai_tool_calls(value: Any, span_id: str) -> Iterable[ToolCall]:
+    for call in value if isinstance(value, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and (name := text(function.get("name"))):
+            yield ToolCall(name, json_text(function.get("arguments")),
+                           call_id=text(call.get("id")), span_id=span_id)

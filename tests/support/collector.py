@@ -1,0 +1,213 @@
+"""A real OpenTelemetry Collector for tests: ``scripts/otel-collector`` built and started on a
+port of its own, writing to a topic of its own in one encoding, stopped afterwards; traces sent
+to it with the OTel Python SDK as an instrumented RAG application sends them, and its topic
+read back."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from openinference.semconv.trace import (
+    DocumentAttributes,
+    MessageAttributes,
+    OpenInferenceSpanKindValues,
+    SpanAttributes,
+)
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+OTEL_COLLECTOR = Path(__file__).resolve().parents[2] / "scripts" / "otel-collector"
+
+# Generous: the first build downloads the modules and compiles the collector (minutes on
+# two cores); a cached binary starts in about a second.
+BUILD_TIMEOUT_S = 1200.0
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+SERVICE_NAME = "rag-app-under-test"
+KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
+DOCS = SpanAttributes.RETRIEVAL_DOCUMENTS
+QUESTION = "When was the Eiffel Tower completed?"
+ANSWER = "The Eiffel Tower was completed in 1889."
+
+
+@dataclass(frozen=True)
+class Collector:
+    """A running collector: where to send OTLP/HTTP and where its spans land."""
+
+    endpoint: str  # http://127.0.0.1:PORT
+    topic: str
+    encoding: str  # otlp_proto | otlp_json
+
+    @property
+    def traces_url(self) -> str:
+        """The OTLP/HTTP traces path, as OTLPSpanExporter(endpoint=...) wants it."""
+        return f"{self.endpoint}/v1/traces"
+
+
+def cannot_build_reason() -> str | None:
+    """Why the collector can be neither built nor found cached here, or None when it can."""
+    home = Path(os.environ.get("OTELCOL_HOME", OTEL_COLLECTOR.parents[1] / ".cache" / "otelcol"))
+    if shutil.which("go") is not None or any((home / "bin").glob("*.stamp")):
+        return None
+    return "go is not installed: scripts/otel-collector needs it once to build the collector"
+
+
+def build() -> Path:
+    """Build the collector (or find it cached); its binary's path. Raises on failure."""
+    result = _run("build", {}, timeout_s=BUILD_TIMEOUT_S)
+    if result.returncode != 0:
+        raise RuntimeError(f"otel-collector build failed:\n{result.stderr}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+@contextmanager
+def running_collector(
+    bootstrap: str, *, port: int, topic: str, encoding: str
+) -> Iterator[Collector]:
+    """A collector on ``port`` writing ``topic`` in ``encoding``; stopped on exit."""
+    env = {
+        "OTELCOL_HTTP_PORT": str(port),
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "OTELCOL_TOPIC": topic,
+        "OTELCOL_ENCODING": encoding,
+    }
+    try:
+        started = _run("start", env, timeout_s=BUILD_TIMEOUT_S + START_TIMEOUT_S)
+        if started.returncode != 0:
+            raise RuntimeError(f"otel-collector start failed:\n{started.stderr}")
+        yield Collector(started.stdout.strip().splitlines()[-1], topic, encoding)
+    finally:
+        _run("stop", env, timeout_s=STOP_TIMEOUT_S)
+
+
+def _run(
+    command: str, env: dict[str, str], *, timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(OTEL_COLLECTOR), command], env={**os.environ, **env}, capture_output=True,
+        text=True, timeout=timeout_s, check=False,
+    )
+
+
+# ---------------------------------------------------------------------------- sending
+
+
+def emit_rag_traces(traces_url: str) -> list[ReadableSpan]:
+    """Two traces through the SDK's batch processor and OTLP/HTTP exporter; the finished
+    spans as the SDK recorded them (a second, in-memory processor keeps them)."""
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url)))
+    tracer = provider.get_tracer("groundedness.tests.collector")
+
+    with tracer.start_as_current_span("POST /chat", kind=SpanKind.SERVER, attributes={
+        "http.request.method": "POST", "url.path": "/chat", "http.response.status_code": 200,
+    }), tracer.start_as_current_span("RAG pipeline", attributes={
+        KIND: OpenInferenceSpanKindValues.CHAIN.value,
+        SpanAttributes.INPUT_VALUE: QUESTION, SpanAttributes.OUTPUT_VALUE: ANSWER,
+    }):
+        with tracer.start_as_current_span(
+            "retrieve", attributes=_retriever_attributes()
+        ), tracer.start_as_current_span(
+            "SELECT documents", kind=SpanKind.CLIENT, attributes={"db.system.name": "postgresql"}
+        ):
+            pass
+        with tracer.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT,
+                                          attributes=_llm_attributes(QUESTION, ANSWER)):
+            pass
+    with tracer.start_as_current_span("agent", attributes={
+        KIND: OpenInferenceSpanKindValues.AGENT.value,
+        SpanAttributes.INPUT_VALUE: "Who designed it?",
+        SpanAttributes.OUTPUT_VALUE: "Gustave Eiffel's company.",
+    }), tracer.start_as_current_span(
+        "llm", attributes=_llm_attributes("Who designed it?", "Gustave Eiffel's company.")
+    ):
+        pass
+
+    assert provider.force_flush(timeout_millis=30_000), "the OTLP exporter did not flush"
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def _retriever_attributes() -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        KIND: OpenInferenceSpanKindValues.RETRIEVER.value, SpanAttributes.INPUT_VALUE: QUESTION,
+    }
+    documents = [("doc-1", "Completed in 1889 for the World's Fair.", 0.91),
+                 ("doc-2", "The tower is 330 metres tall.", 0.42)]
+    for i, (doc_id, content, score) in enumerate(documents):
+        attributes[f"{DOCS}.{i}.{DocumentAttributes.DOCUMENT_ID}"] = doc_id
+        attributes[f"{DOCS}.{i}.{DocumentAttributes.DOCUMENT_CONTENT}"] = content
+        attributes[f"{DOCS}.{i}.{DocumentAttributes.DOCUMENT_SCORE}"] = score
+    return attributes
+
+
+def _llm_attributes(question: str, answer: str) -> dict[str, Any]:
+    inputs, outputs = SpanAttributes.LLM_INPUT_MESSAGES, SpanAttributes.LLM_OUTPUT_MESSAGES
+    role, content = MessageAttributes.MESSAGE_ROLE, MessageAttributes.MESSAGE_CONTENT
+    return {
+        KIND: OpenInferenceSpanKindValues.LLM.value,
+        SpanAttributes.LLM_MODEL_NAME: "gpt-4o-mini",
+        SpanAttributes.LLM_TOKEN_COUNT_PROMPT: 812,
+        f"{inputs}.0.{role}": "system", f"{inputs}.0.{content}": "Answer from the context.",
+        f"{inputs}.1.{role}": "user", f"{inputs}.1.{content}": question,
+        f"{outputs}.0.{role}": "assistant", f"{outputs}.0.{content}": answer,
+        SpanAttributes.OUTPUT_VALUE: answer,
+        "tags": ("rag", "test"),  # an array attribute
+        "cached": False,
+    }
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+async def read_spans(
+    bootstrap: str, topic: str, *, expected: int, timeout_s: float = 60.0
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """Records of ``topic`` from the start until they hold ``expected`` spans."""
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    records: list[ConsumerRecord[bytes, bytes]] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while _span_count(records) < expected and time.monotonic() < deadline:
+            for part in (await consumer.getmany(timeout_ms=200)).values():
+                records.extend(part)
+    finally:
+        await consumer.stop()
+    assert _span_count(records) == expected, f"{_span_count(records)} of {expected} spans"
+    return records
+
+
+def _span_count(records: list[ConsumerRecord[bytes, bytes]]) -> int:
+    # Both encodings spell the spans list "spans" in JSON; counting only needs a rough look.
+    count = 0
+    for record in records:
+        value = record.value or b""
+        if value.startswith(b"{"):
+            count += sum(len(ss["spans"]) for rs in json.loads(value)["resourceSpans"]
+                         for ss in rs["scopeSpans"])
+        else:
+            count += sum(len(ss.spans) for rs in TracesData.FromString(value).resource_spans
+                         for ss in rs.scope_spans)
+    return count

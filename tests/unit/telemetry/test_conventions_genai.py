@@ -1,0 +1,149 @@
+"""OTel GenAI traces -> what the judge reads: one table row per trace shape; the names the
+mapper writes out are checked against the published (incubating) constants."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from openinference.semconv.trace import SpanAttributes
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as published
+
+from consumer.telemetry import genai
+from consumer.telemetry.conventions import map_trace
+from consumer.telemetry.spans import Span, SpanEvent
+from tests.unit.telemetry.span_builder import DROPPED_ROOT, check, documents, sid, span
+
+OP = published.GEN_AI_OPERATION_NAME
+Ops = published.GenAiOperationNameValues
+
+
+def parts(role: str, *texts: str, **extra: Any) -> dict[str, Any]:
+    """One 1.37+ message: ``{"role", "parts": [{"type": "text", "content"}]}``."""
+    return {"role": role, "parts": [{"type": "text", "content": t} for t in texts], **extra}
+
+
+def chat(n: int, parent: int | str | None, *, start: int, end: int, question: str,
+         answer: str | None, **extra: Any) -> Span:
+    """A chat span with JSON input and output messages."""
+    attributes = {
+        OP: Ops.CHAT.value,
+        published.GEN_AI_SYSTEM_INSTRUCTIONS: json.dumps(
+            [{"type": "text", "content": "Be brief."}]),
+        published.GEN_AI_INPUT_MESSAGES: json.dumps([parts("user", question)]),
+        **extra,
+    }
+    if answer is not None:
+        attributes[published.GEN_AI_OUTPUT_MESSAGES] = json.dumps([parts("assistant", answer)])
+    return span(n, parent, attributes, start=start, end=end, name="chat gpt-4o")
+
+
+CHAT_JSON = [chat(1, DROPPED_ROOT, start=0, end=10, question="Capital of France?",
+                  answer="Paris.")]
+
+RETRIEVAL = [
+    span(1, DROPPED_ROOT, {OP: Ops.RETRIEVAL.value, published.GEN_AI_RETRIEVAL_DOCUMENTS:
+                           json.dumps([{"id": "doc-1", "score": 0.9}])}, start=0, end=5),
+    chat(2, DROPPED_ROOT, start=6, end=20, question="Q?", answer="A."),
+]
+
+RETRIEVAL_WITH_TEXT = [
+    span(1, DROPPED_ROOT, {OP: Ops.RETRIEVAL.value,
+                           **documents(SpanAttributes.RETRIEVAL_DOCUMENTS, "Doc text.")},
+         start=0, end=5),
+    chat(2, DROPPED_ROOT, start=6, end=20, question="Q?", answer="A."),
+]
+
+TOOL_CALL_PART = {"type": "tool_call", "id": "c1", "name": "get_weather",
+                  "arguments": {"city": "Paris"}}
+EXECUTE_TOOL = [
+    span(1, None, {OP: Ops.INVOKE_AGENT.value, published.GEN_AI_CONVERSATION_ID: "conv-1"},
+         start=0, end=100, name="invoke_agent weather"),
+    chat(2, 1, start=5, end=20, question="Weather?", answer=None, **{
+        published.GEN_AI_OUTPUT_MESSAGES: json.dumps(
+            [{"role": "assistant", "parts": [TOOL_CALL_PART]}]),
+        published.GEN_AI_TOOL_DEFINITIONS: json.dumps(
+            [{"type": "function", "name": "get_weather", "parameters": {}}]),
+    }),
+    span(3, 1, {OP: Ops.EXECUTE_TOOL.value, published.GEN_AI_TOOL_NAME: "get_weather",
+                published.GEN_AI_TOOL_CALL_ID: "c1",
+                published.GEN_AI_TOOL_CALL_ARGUMENTS: '{"city": "Paris"}',
+                published.GEN_AI_TOOL_CALL_RESULT: '{"sky": "clear"}'},
+         start=21, end=30, name="execute_tool get_weather"),
+    chat(4, 1, start=31, end=90, question="Weather?", answer="Clear skies."),
+]
+
+# OpenLLMetry before gen_ai.operation.name: indexed attributes, no operation.
+OLDER = [span(1, None, {
+    published.GEN_AI_SYSTEM: "openai",
+    f"{published.GEN_AI_PROMPT}.0.role": "system", f"{published.GEN_AI_PROMPT}.0.content": "S.",
+    f"{published.GEN_AI_PROMPT}.1.role": "user", f"{published.GEN_AI_PROMPT}.1.content": "U?",
+    f"{published.GEN_AI_COMPLETION}.0.role": "assistant",
+    f"{published.GEN_AI_COMPLETION}.0.content": "Old answer.",
+    f"{published.GEN_AI_COMPLETION}.0.tool_calls.0.name": "lookup",
+    f"{published.GEN_AI_COMPLETION}.0.tool_calls.0.arguments": "{}",
+}, start=0, end=10)]
+
+EVENTS = [span(1, None, {OP: Ops.CHAT.value}, start=0, end=10, events=(
+    SpanEvent("gen_ai.system.message", 1, {"content": "Sys."}),
+    SpanEvent("gen_ai.user.message", 2, {"content": "Event question?"}),
+    SpanEvent("gen_ai.choice", 9, {genai.EVENT_CONTENT: json.dumps({
+        "index": 0, "finish_reason": "stop",
+        "message": {"content": "Event answer.", "tool_calls": [
+            {"id": "t1", "type": "function",
+             "function": {"name": "calc", "arguments": "{\"x\": 1}"}}]}})}),
+))]
+
+GENAI = [
+    pytest.param(CHAT_JSON, {
+        "answer": "Paris.", "answer_span": sid(1), "input": "Capital of France?",
+        "source": "llm_input", "docs": ("Be brief.", "Capital of France?"),
+    }, id="chat-json-messages"),
+    pytest.param(RETRIEVAL, {"answer": "A.", "source": "llm_input", "docs": ("Be brief.", "Q?")},
+                 id="retrieval-ids-only-falls-back-to-llm-input"),
+    pytest.param(RETRIEVAL_WITH_TEXT, {"source": "retrieval", "docs": ("Doc text.",)},
+                 id="retrieval-span-with-document-text"),
+    pytest.param(EXECUTE_TOOL, {
+        "answer": "Clear skies.", "answer_span": sid(4), "input": "Weather?",
+        "tools": (("get_weather", '{"city": "Paris"}', '{"sky": "clear"}'),),
+        "available": ("get_weather",), "agent": True, "session": "conv-1",
+    }, id="invoke-agent-execute-tool"),
+    pytest.param(OLDER, {
+        "answer": "Old answer.", "input": "U?", "docs": ("S.", "U?"),
+        "tools": (("lookup", "{}", None),), "available": ("lookup",),
+    }, id="older-prompt-completion-attributes"),
+    pytest.param(EVENTS, {
+        "answer": "Event answer.", "input": "Event question?", "docs": ("Sys.", "Event question?"),
+        "tools": (("calc", '{"x": 1}', None),),
+    }, id="gen-ai-events"),
+]
+
+
+@pytest.mark.parametrize(("spans", "expected"), GENAI)
+def test_genai(spans: list[Span], expected: dict[str, Any]) -> None:
+    check(map_trace(spans), expected)
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (genai.GEN_AI_OPERATION_NAME, published.GEN_AI_OPERATION_NAME),
+    (genai.GEN_AI_INPUT_MESSAGES, published.GEN_AI_INPUT_MESSAGES),
+    (genai.GEN_AI_OUTPUT_MESSAGES, published.GEN_AI_OUTPUT_MESSAGES),
+    (genai.GEN_AI_SYSTEM_INSTRUCTIONS, published.GEN_AI_SYSTEM_INSTRUCTIONS),
+    (genai.GEN_AI_PROMPT, published.GEN_AI_PROMPT),
+    (genai.GEN_AI_COMPLETION, published.GEN_AI_COMPLETION),
+    (genai.GEN_AI_TOOL_NAME, published.GEN_AI_TOOL_NAME),
+    (genai.GEN_AI_TOOL_CALL_ID, published.GEN_AI_TOOL_CALL_ID),
+    (genai.GEN_AI_TOOL_CALL_ARGUMENTS, published.GEN_AI_TOOL_CALL_ARGUMENTS),
+    (genai.GEN_AI_TOOL_CALL_RESULT, published.GEN_AI_TOOL_CALL_RESULT),
+    (genai.GEN_AI_TOOL_DEFINITIONS, published.GEN_AI_TOOL_DEFINITIONS),
+    (genai.GEN_AI_CONVERSATION_ID, published.GEN_AI_CONVERSATION_ID),
+    (genai.CHAT, Ops.CHAT.value),
+    (genai.TEXT_COMPLETION, Ops.TEXT_COMPLETION.value),
+    (genai.GENERATE_CONTENT, Ops.GENERATE_CONTENT.value),
+    (genai.RETRIEVAL, Ops.RETRIEVAL.value),
+    (genai.EXECUTE_TOOL, Ops.EXECUTE_TOOL.value),
+    (genai.INVOKE_AGENT, Ops.INVOKE_AGENT.value),
+], ids=lambda value: str(value))
+def test_names_match_the_published_constants(ours: str, theirs: str) -> None:
+    assert ours == theirs
