@@ -1,0 +1,251 @@
+"""One partition's GenAI spans -> whole traces, closed by time; which offsets are done (pure).
+
+The caller feeds every fetched record (``add``), asks on a timer which traces are ready
+(``due``), judges them, and reports each outcome once acknowledged (``finished``); ``add`` and
+``finished`` return the offsets that are then done, for ``stream/offsets.PartitionOffsets``.
+
+When a trace is ready (DESIGN.md, "Telemetry input"): its root arrived (kept, or dropped as an
+HTTP span) and none of its spans for ``quiet_s`` -> ``quiet``; else ``max_wait_s`` after its
+first kept span -> ``max_wait``, judged with what arrived. Closing is by time alone, never by
+fetching more, so a full assembly (partitions paused) still drains: no deadlock.
+
+Offsets: a record's offset is done only when every trace it fed kept spans to is finished.
+The watermark (the lowest offset not done) then never passes the first record of an open or
+unfinished trace, so a restart re-reads that record and reassembles the trace. A record that
+fed no open trace (no kept span, or only late ones) is done at once.
+
+The clock is injected: ``now`` is monotonic seconds, never decreasing (a smaller one is taken
+as the last seen).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Literal
+
+from consumer.telemetry.otlp import DecodedRecord
+from consumer.telemetry.recent_ids import RecentIds
+from consumer.telemetry.spans import Span
+
+ClosedBy = Literal["quiet", "max_wait"]
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyLimits:
+    """When traces close, and how much one partition's assembly holds."""
+
+    quiet_s: float = 10.0  # TRACE_QUIET_SECONDS
+    max_wait_s: float = 120.0  # TRACE_MAX_WAIT_SECONDS
+    max_open_traces: int = 10_000  # MAX_OPEN_TRACES: ``full`` from here on
+    max_spans_per_trace: int = 1_000  # GenAI spans kept per trace; beyond: counted as dropped
+    max_remembered_ids: int = 100_000  # closed trace ids, and roots of traces not yet open
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedTrace:
+    """A trace ready to be judged, with what the verdict's ``assembly`` and ``source`` say."""
+
+    trace_id: str
+    spans: tuple[Span, ...]  # the kept GenAI spans, in arrival order
+    root_seen: bool
+    closed_by: ClosedBy
+    span_count: int  # its spans the records carried since it opened: kept, capped, non-GenAI
+    capped: int  # GenAI spans beyond ``max_spans_per_trace``, not kept
+    first_offset: int  # the record of its first kept span: the verdict's ``source``
+
+
+@dataclass(slots=True)
+class AssemblyCounts:
+    """Running totals for the metrics; ``kept + dropped`` is every span the records carried."""
+
+    spans_kept: int = 0
+    spans_dropped: int = 0  # no GenAI content, invalid ids, over the cap, or late
+    closed_quiet: int = 0
+    closed_max_wait: int = 0
+    late_spans: int = 0  # spans (GenAI or not) of a trace already closed; also in dropped
+
+
+class _Open:
+    """A trace being assembled."""
+
+    __slots__ = ("capped", "first_at", "last_at", "offsets", "root_seen", "span_count", "spans")
+
+    def __init__(self, offset: int, now: float, root_seen: bool) -> None:
+        self.first_at = now
+        self.last_at = now
+        self.offsets = [offset]  # increasing: records come in offset order
+        self.spans: list[Span] = []
+        self.root_seen = root_seen
+        self.span_count = 0
+        self.capped = 0
+
+
+class TraceAssembly:
+    """The open traces of one partition, and the records they hold back from the commit."""
+
+    def __init__(self, limits: AssemblyLimits) -> None:
+        self.limits = limits
+        self.counts = AssemblyCounts()
+        self._open: OrderedDict[str, _Open] = OrderedDict()  # in order of first span
+        self._quiet: OrderedDict[str, _Open] = OrderedDict()  # root seen; by last activity
+        self._unfinished: dict[str, list[int]] = {}  # closed, outcome not yet acknowledged
+        self._holders: dict[int, int] = {}  # offset -> unfinished traces it fed
+        self._closed = RecentIds(limits.max_remembered_ids)
+        self._early_roots = RecentIds(limits.max_remembered_ids)
+        self._last_offset: int | None = None
+        self._now = float("-inf")
+
+    @property
+    def open_count(self) -> int:
+        """Traces being assembled (not yet closed)."""
+        return len(self._open)
+
+    @property
+    def unfinished_count(self) -> int:
+        """Traces closed whose outcome is not yet acknowledged."""
+        return len(self._unfinished)
+
+    @property
+    def full(self) -> bool:
+        """``max_open_traces`` reached: pause fetching (records already fetched still fit)."""
+        return len(self._open) >= self.limits.max_open_traces
+
+    def add(self, offset: int, decoded: DecodedRecord, now: float) -> list[int]:
+        """Feed one record's spans; return ``[offset]`` if it is done at once, else ``[]``."""
+        if self._last_offset is not None and offset <= self._last_offset:
+            raise ValueError(f"offset {offset} is not after {self._last_offset}")
+        self._last_offset = offset
+        now = self._now = max(now, self._now)
+        counts, cap = self.counts, self.limits.max_spans_per_trace
+        counts.spans_dropped += decoded.dropped
+        # Step 1: kept spans join their trace (opening it); a closed trace's are late.
+        for span in decoded.kept:
+            trace_id = span.trace_id
+            trace = self._open.get(trace_id)
+            if trace is None:
+                if self._is_closed(trace_id):
+                    counts.spans_dropped += 1  # counted as late in step 2, with its record
+                    continue
+                trace = self._open_trace(trace_id, offset, now)
+            elif trace.offsets[-1] != offset:
+                trace.offsets.append(offset)
+                self._holders[offset] = self._holders.get(offset, 0) + 1
+            if len(trace.spans) < cap:
+                trace.spans.append(span)
+                counts.spans_kept += 1
+            else:
+                trace.capped += 1
+                counts.spans_dropped += 1
+            self._touch(trace_id, trace, now)
+        # Step 2: every span of an open trace, kept or not, is activity; of a closed one, late.
+        for trace_id, spans in decoded.spans_per_trace.items():
+            trace = self._open.get(trace_id)
+            if trace is not None:
+                trace.span_count += spans
+                self._touch(trace_id, trace, now)
+            elif self._is_closed(trace_id):
+                counts.late_spans += spans
+        # Step 3: a root (often a dropped HTTP span) lets its trace close when quiet; one for
+        # a trace not open yet is remembered, for GenAI children that come after it.
+        for trace_id in decoded.roots_seen:
+            trace = self._open.get(trace_id)
+            if trace is not None:
+                if not trace.root_seen:
+                    trace.root_seen = True
+                    self._touch(trace_id, trace, now)
+            elif not self._is_closed(trace_id):
+                self._early_roots.add(trace_id)
+        return [] if offset in self._holders else [offset]
+
+    def due(self, now: float) -> list[ClosedTrace]:
+        """Close and return the traces ready at ``now`` (see the module docstring)."""
+        now = self._now = max(now, self._now)
+        ready: list[ClosedTrace] = []
+        # Step 1: root arrived and quiet; ``_quiet`` is in order of last activity.
+        while self._quiet:
+            trace_id, trace = next(iter(self._quiet.items()))
+            if trace.last_at + self.limits.quiet_s > now:
+                break
+            ready.append(self._close(trace_id, "quiet"))
+        # Step 2: waited long enough; ``_open`` is in order of first span.
+        while self._open:
+            trace_id, trace = next(iter(self._open.items()))
+            if trace.first_at + self.limits.max_wait_s > now:
+                break
+            ready.append(self._close(trace_id, "max_wait"))
+        return ready
+
+    def next_due_at(self) -> float | None:
+        """The earliest time a trace may be ready (for the caller's timer); None when empty."""
+        times = []
+        if self._quiet:  # the front ones are the earliest: see ``due``
+            times.append(next(iter(self._quiet.values())).last_at + self.limits.quiet_s)
+        if self._open:
+            times.append(next(iter(self._open.values())).first_at + self.limits.max_wait_s)
+        return min(times, default=None)
+
+    def finished(self, trace_id: str) -> list[int]:
+        """The trace's outcome is acknowledged: return the offsets done now, in order."""
+        if trace_id in self._open:
+            raise ValueError(f"trace {trace_id} is still open")
+        offsets = self._unfinished.pop(trace_id, None)
+        if offsets is None:
+            return []  # finished twice, or its partition was dropped meanwhile
+        done = []
+        for offset in offsets:
+            left = self._holders[offset] - 1
+            if left:
+                self._holders[offset] = left
+            else:
+                del self._holders[offset]
+                done.append(offset)
+        return done
+
+    def drop_all(self) -> None:
+        """Forget everything (partition revoked): nothing is done; the next owner reassembles."""
+        self._open.clear()
+        self._quiet.clear()
+        self._unfinished.clear()
+        self._holders.clear()
+        # Closed ids too: this worker may own the partition again, re-read its records from
+        # the committed offset, and must not take them for late spans then.
+        self._closed.clear()
+        self._early_roots.clear()
+        self._last_offset = None
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _is_closed(self, trace_id: str) -> bool:
+        return trace_id in self._unfinished or trace_id in self._closed
+
+    def _open_trace(self, trace_id: str, offset: int, now: float) -> _Open:
+        trace = _Open(offset, now, self._early_roots.pop(trace_id))
+        self._open[trace_id] = trace
+        self._holders[offset] = self._holders.get(offset, 0) + 1
+        return trace
+
+    def _touch(self, trace_id: str, trace: _Open, now: float) -> None:
+        trace.last_at = now
+        if trace.root_seen:  # only a trace whose root arrived can close by quiet
+            self._quiet[trace_id] = trace
+            self._quiet.move_to_end(trace_id)
+
+    def _close(self, trace_id: str, closed_by: ClosedBy) -> ClosedTrace:
+        trace = self._open.pop(trace_id)
+        self._quiet.pop(trace_id, None)
+        self._unfinished[trace_id] = trace.offsets
+        self._closed.add(trace_id)
+        if closed_by == "quiet":
+            self.counts.closed_quiet += 1
+        else:
+            self.counts.closed_max_wait += 1
+        return ClosedTrace(
+            trace_id=trace_id,
+            spans=tuple(trace.spans),
+            root_seen=trace.root_seen,
+            closed_by=closed_by,
+            span_count=trace.span_count,
+            capped=trace.capped,
+            first_offset=trace.offsets[0],
+        )
