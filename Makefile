@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,plot]'
+	$(BIN)/python -m pip install --quiet --no-deps 'llama-index-llms-openai==0.8.3'  # see pyproject
 	touch $(STAMP)
 
 lint: venv

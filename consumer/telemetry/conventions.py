@@ -145,13 +145,16 @@ def _assistant_text(span: Span) -> str | None:
 
 
 def _documents(ordered: Sequence[Span], by_end: Sequence[Span]) -> list[Document]:
-    # A reranker that recorded no documents says nothing about what the model saw.
+    # The last reranker that ran decides what the model saw, even when it kept nothing
+    # (LlamaIndex then answers a canned "Empty Response" without calling the model); one that
+    # recorded no documents at all says nothing, and the retrievers' documents stand.
     for span in reversed(by_end):
         if openinference.kind(span) == _RERANKER:
-            found = openinference.documents(span.attributes,
-                                            RerankerAttributes.RERANKER_OUTPUT_DOCUMENTS)
-            if found:
-                return found
+            kept = openinference.documents(span.attributes,
+                                           RerankerAttributes.RERANKER_OUTPUT_DOCUMENTS)
+            if kept or openinference.documents(span.attributes,
+                                               RerankerAttributes.RERANKER_INPUT_DOCUMENTS):
+                return kept
     return [
         document for span in ordered
         if openinference.kind(span) == _RETRIEVER or genai.operation(span) == genai.RETRIEVAL
