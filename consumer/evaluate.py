@@ -9,7 +9,7 @@ from consumer.errors import JudgeUnavailable
 from consumer.judge.prompt import Limits, build_request
 from consumer.judge.result import Judge, JudgeResult
 from consumer.redaction import known_secrets
-from consumer.verdicts import Context, verdict_for
+from consumer.verdicts import Context, TraceOrigin, verdict_for
 from schemas.trace import TraceEvent
 from schemas.verdict import Source, VerdictEvent
 
@@ -33,7 +33,9 @@ class Evaluator:
         self.limits = limits
         self.secrets = known_secrets(secrets)  # never published: redacted from verdicts
 
-    async def evaluate(self, trace: TraceEvent, source: Source | None = None) -> Evaluation:
+    async def evaluate(
+        self, trace: TraceEvent, source: Source | None = None, origin: TraceOrigin | None = None
+    ) -> Evaluation:
         """Judge one trace, holding (not failing) while the judge is down for everyone."""
         request = build_request(trace, self.limits)
         while True:
@@ -42,6 +44,7 @@ class Evaluator:
                 break
             except JudgeUnavailable:
                 continue  # the next call waits at the judge's circuit breaker
+        # origin: set for a trace assembled from spans, whose verdict then carries it.
         ctx = Context(self.judge.model, self.threshold, request.truncation, source,
-                      self.secrets)
+                      self.secrets, origin)
         return Evaluation(verdict_for(trace, result, ctx), result)

@@ -21,6 +21,7 @@ SCORE_BELOW_ZERO = "Minimum acceptable score cannot be below 0."
 SECRET_FIELDS = frozenset({"openai_api_key", "kafka_sasl_password"})
 
 ContextField = Literal["retrieved_documents", "input", "expected_output"]
+TracesFormat = Literal["trace_json", "otlp_proto", "otlp_json"]
 
 
 class Settings(BaseSettings):
@@ -49,6 +50,12 @@ class Settings(BaseSettings):
     max_output_chars: int = Field(default=4000, ge=1)
     context_field: ContextField = "retrieved_documents"
 
+    # Telemetry input (DESIGN.md): how records decode, and when an assembled trace is ready.
+    traces_format: TracesFormat = "trace_json"
+    trace_quiet_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    trace_max_wait_seconds: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    max_open_traces: int = Field(default=10_000, ge=1)
+
     health_port: int = Field(default=8080, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
@@ -62,7 +69,7 @@ class Settings(BaseSettings):
     kafka_sasl_password: SecretStr | None = None
     kafka_ssl_cafile: str | None = None
 
-    @field_validator("log_level", "log_format", mode="before")
+    @field_validator("log_level", "log_format", "traces_format", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
@@ -103,6 +110,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 "KAFKA_SECURITY_PROTOCOL is SASL_*, so KAFKA_SASL_MECHANISM, "
                 "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD are all required"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _max_wait_covers_quiet(self) -> Settings:
+        # A trace can go quiet only after its first span: a shorter max wait would close
+        # every trace by max wait and the quiet period would never be what decides.
+        if self.trace_max_wait_seconds < self.trace_quiet_seconds:
+            raise ValueError(
+                f"TRACE_MAX_WAIT_SECONDS ({self.trace_max_wait_seconds:g}) is below "
+                f"TRACE_QUIET_SECONDS ({self.trace_quiet_seconds:g}): it must be at least as long"
             )
         return self
 

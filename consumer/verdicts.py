@@ -7,6 +7,9 @@ the logs. Then it is bounded (an endpoint that ignores ``max_tokens`` cannot mak
 too large to publish): a text over its bound is cut, ending in "…", and claims past the count
 are dropped. Redaction comes first: a cut inside a secret would leave a head of it that no
 longer ends the text.
+
+A trace assembled from spans carries its ``TraceOrigin`` (the answer's span, project, session,
+how it assembled); a ``trace_json`` event has none and its verdict has none of those fields.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from consumer.judge.prompt import PROMPT_VERSION, normalise_score
 from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.redaction import redact
 from schemas.trace import TraceEvent
-from schemas.verdict import Source, Truncation, VerdictError, VerdictEvent
+from schemas.verdict import Assembly, Source, Truncation, VerdictError, VerdictEvent
 
 # A fixed namespace: the same trace under the same prompt version always maps to one id.
 VERDICT_NAMESPACE = uuid.UUID("6f1c4c1e-8d1b-4b52-9a57-0c2a7e3f9b10")
@@ -29,11 +33,27 @@ MAX_VERDICT_REASON_CHARS = 2_000
 MAX_CLAIMS = 50
 MAX_CLAIM_CHARS = 1_000
 MAX_ERROR_MESSAGE_CHARS = 1_000
+# Project and session come from span attributes, which any application writes: bounded as
+# the trace id is (schemas.trace.MAX_TRACE_ID_CHARS), so they cannot swell a verdict.
+MAX_ORIGIN_ID_CHARS = 1_024
 
 
 def verdict_id(trace_id: str, prompt_version: str = PROMPT_VERSION) -> str:
     """The verdict's id and Kafka key: a UUIDv5 of the rule, prompt version and trace id."""
     return str(uuid.uuid5(VERDICT_NAMESPACE, f"groundedness\x1f{prompt_version}\x1f{trace_id}"))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceOrigin:
+    """Where a trace assembled from spans came from, and how its assembly closed."""
+
+    span_id: str | None  # the answer's span, 16 hex
+    project_id: str | None
+    session_id: str | None
+    context_source: str  # "retrieval" | "llm_input"
+    spans: int  # GenAI spans kept
+    root_seen: bool
+    closed_by: str  # "quiet" | "max_wait"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +65,22 @@ class Context:
     truncation: Truncation
     source: Source | None
     secrets: tuple[str, ...] = ()  # known_secrets(...): redacted from what the judge wrote
+    origin: TraceOrigin | None = None  # None for a trace_json event
+
+
+def origin_fields(origin: TraceOrigin | None) -> dict[str, Any]:
+    """The verdict fields a trace from spans adds; none for a ``trace_json`` event."""
+    if origin is None:
+        return {}
+    return {
+        "span_id": _bounded(origin.span_id),
+        "project_id": _bounded(origin.project_id),
+        "session_id": _bounded(origin.session_id),
+        # Plain strings here, checked against the contract's literals by the models.
+        "context_source": origin.context_source,
+        "assembly": Assembly(spans=origin.spans, root_seen=origin.root_seen,
+                             closed_by=origin.closed_by),
+    }
 
 
 def verdict_for(trace: TraceEvent, result: JudgeResult, ctx: Context) -> VerdictEvent:
@@ -78,6 +114,7 @@ def judged(trace: TraceEvent, answered: Answered, ctx: Context) -> VerdictEvent:
         latency_ms=answered.latency_ms,
         evaluated_at=_now(),
         source=ctx.source,
+        **origin_fields(ctx.origin),
     )
 
 
@@ -103,12 +140,17 @@ def errored(trace: TraceEvent, failed: TraceFailed, ctx: Context) -> VerdictEven
         latency_ms=failed.latency_ms,
         evaluated_at=_now(),
         source=ctx.source,
+        **origin_fields(ctx.origin),
     )
 
 
 def cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, the last one an ellipsis when anything was cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _bounded(value: str | None) -> str | None:
+    return None if value is None else cut(value, MAX_ORIGIN_ID_CHARS)
 
 
 def _now() -> str:

@@ -24,6 +24,7 @@ from consumer.stream.partitions import Partition
 from consumer.stream.pipeline import Commit, PipelineConfig
 from consumer.stream.sink import KafkaVerdictSink, OutcomeTopics, VerdictSink
 from consumer.stream.transactional import TransactionalSink
+from consumer.telemetry.assembly import AssemblyLimits
 
 if TYPE_CHECKING:  # the classes only: their constructors are in stream/clients.py
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -86,12 +87,39 @@ def max_uncommitted(settings: Settings) -> int:
     return max(256, 32 * settings.judge_max_concurrency)
 
 
+def max_uncommitted_spans(settings: Settings) -> int:
+    """The window for span formats: there the watermark waits behind the oldest open trace's
+    first record (up to ``TRACE_MAX_WAIT_SECONDS``), and every record after it stays
+    uncommitted meanwhile, though done and holding no memory but its offset (about 120 bytes
+    of bookkeeping). So the window is wide, or a few slow traces would pause the worker; the
+    open traces themselves are bounded by ``MAX_OPEN_TRACES``."""
+    return max(max_uncommitted(settings), 20 * settings.max_open_traces)
+
+
+def assembly_limits(settings: Settings) -> AssemblyLimits:
+    """When traces close, and how many may be open (span formats)."""
+    return AssemblyLimits(
+        quiet_s=settings.trace_quiet_seconds,
+        max_wait_s=settings.trace_max_wait_seconds,
+        max_open_traces=settings.max_open_traces,
+    )
+
+
 def pipeline_config(settings: Settings) -> PipelineConfig:
-    """How much the pipeline holds, and how long its drain waits."""
+    """How much the pipeline holds, how long its drain waits, and for span formats how
+    traces are assembled."""
+    if settings.traces_format == "trace_json":
+        return PipelineConfig(
+            max_in_flight=max_in_flight(settings),
+            max_uncommitted=max_uncommitted(settings),
+            drain_timeout_s=settings.drain_timeout_seconds,
+        )
     return PipelineConfig(
         max_in_flight=max_in_flight(settings),
-        max_uncommitted=max_uncommitted(settings),
+        max_uncommitted=max_uncommitted_spans(settings),
         drain_timeout_s=settings.drain_timeout_seconds,
+        spans=settings.traces_format,
+        assembly=assembly_limits(settings),
     )
 
 

@@ -53,6 +53,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         group=settings.consumer_group,
         judge_model=settings.judge_model,
         delivery=settings.delivery,
+        traces_format=settings.traces_format,
         max_in_flight=config.max_in_flight,
     )
     preflight = asyncio.create_task(judge.preflight())  # meanwhile, Kafka connects

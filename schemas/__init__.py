@@ -2,9 +2,10 @@
 
 from schemas.judge import JudgeAnswer
 from schemas.trace import Document, TraceEvent
-from schemas.verdict import Source, Truncation, Usage, VerdictError, VerdictEvent
+from schemas.verdict import Assembly, Source, Truncation, Usage, VerdictError, VerdictEvent
 
 __all__ = [
+    "Assembly",
     "Document",
     "JudgeAnswer",
     "Source",

@@ -1,4 +1,8 @@
-"""The verdict event published on ``VERDICTS_TOPIC``, keyed by ``verdict_id``."""
+"""The verdict event published on ``VERDICTS_TOPIC``, keyed by ``verdict_id``.
+
+The fields from span input (``span_id`` … ``assembly``) are left out of the JSON when unset,
+so a verdict on a ``trace_json`` event is byte for byte what it was before they existed.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,12 @@ SCHEMA_VERSION = 1
 RULE: Literal["groundedness"] = "groundedness"
 
 Outcome = Literal["pass", "fail", "error"]
+ContextSource = Literal["retrieval", "llm_input"]
+ClosedBy = Literal["quiet", "max_wait"]
+
+
+def _unset(value: object) -> bool:
+    return value is None
 
 
 class VerdictError(BaseModel):
@@ -64,6 +74,19 @@ class Source(BaseModel):
     offset: int
 
 
+class Assembly(BaseModel):
+    """How a trace assembled from spans was put together and closed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    spans: int = Field(description="GenAI spans kept for the trace.")
+    root_seen: bool = Field(description="Whether the trace's root span arrived.")
+    closed_by: ClosedBy = Field(
+        description="quiet: the root arrived and no span for TRACE_QUIET_SECONDS; "
+        "max_wait: TRACE_MAX_WAIT_SECONDS after the first span."
+    )
+
+
 class VerdictEvent(BaseModel):
     """The outcome of the groundedness check for one trace."""
 
@@ -87,3 +110,19 @@ class VerdictEvent(BaseModel):
     latency_ms: int
     evaluated_at: str
     source: Source | None
+    # From span input only (TRACES_FORMAT otlp_*); omitted from the JSON when unset.
+    span_id: str | None = Field(
+        default=None, exclude_if=_unset, description="The answer's span: 16 hex characters."
+    )
+    project_id: str | None = Field(
+        default=None, exclude_if=_unset,
+        description="Resource openinference.project.name, else service.name.",
+    )
+    session_id: str | None = Field(
+        default=None, exclude_if=_unset, description="session.id or gen_ai.conversation.id."
+    )
+    context_source: ContextSource | None = Field(
+        default=None, exclude_if=_unset,
+        description="retrieval: retrieved documents; llm_input: the answer's LLM call input.",
+    )
+    assembly: Assembly | None = Field(default=None, exclude_if=_unset)

@@ -12,6 +12,11 @@ So nothing below a commit lacks an outcome, and a crash redelivers at most the r
 were between fetch and commit, which is bounded by ``max_uncommitted``; at most
 ``max_in_flight`` of them are being worked on (beyond either, the partitions are paused,
 and re-paused after every rebalance).
+
+With ``TRACES_FORMAT=otlp_proto|otlp_json`` records are not judged one by one: they feed
+each partition's trace assembly, and closed traces are judged (``span_path.py``, which keeps
+the same order: an offset is done once every trace it fed is finished). The window then
+counts the closed traces being judged as in flight, and also pauses at ``MAX_OPEN_TRACES``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Collection, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -29,6 +34,9 @@ from consumer.stream.offsets import OffsetTracker, PartitionOffsets
 from consumer.stream.partitions import Consumer, Partition
 from consumer.stream.record_path import RecordPath
 from consumer.stream.sink import Record, VerdictSink
+from consumer.stream.span_path import SpanPath
+from consumer.telemetry.assembly import AssemblyLimits
+from consumer.telemetry.otlp import OtlpEncoding
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +55,8 @@ class PipelineConfig:
     commit_interval_s: float = 0.2
     fetch_timeout_ms: int = 200
     final_commit_timeout_s: float = 5.0  # the drain's last commit, if the broker is away
+    spans: OtlpEncoding | None = None  # TRACES_FORMAT when it is a span format
+    assembly: AssemblyLimits = field(default_factory=AssemblyLimits)
 
 
 class Pipeline:
@@ -72,6 +82,10 @@ class Pipeline:
         # The fetch loop and the rebalance listener both commit; one at a time (a transaction
         # per partition producer cannot overlap another).
         self._commit_lock = asyncio.Lock()
+        self._spans: SpanPath | None = None
+        if config.spans is not None:
+            self._spans = SpanPath(self._records, evaluator, config.spans, config.assembly,
+                                   self._tracker, self._tasks)
         self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered
         self.last_fetch_at: float | None = None  # monotonic; the liveness heartbeat (health.py)
 
@@ -79,6 +93,8 @@ class Pipeline:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Fetch and dispatch until ``stop`` is set, then drain and commit."""
+        if self._spans is not None:
+            self._spans.start()
         try:
             while not stop.is_set():
                 # While the broker is down, a commit (looking for the group coordinator) or a
@@ -93,12 +109,23 @@ class Pipeline:
         await self._fetch_once()
         await self.commit(force=False)
 
-    async def _fetch_once(self) -> None:
-        room = min(
-            self._config.max_in_flight - self._tracker.in_flight,
+    def _room(self) -> int:
+        """How many more records may be fetched (0 or less: pause)."""
+        in_flight = self._tracker.in_flight
+        if self._spans is not None:
+            if self._spans.full:
+                return 0
+            # Records held by open traces are not being worked on: only the closed traces
+            # being judged (and dead letters being sent) are.
+            in_flight = sum(len(tasks) for tasks in self._tasks.values())
+        return min(
+            self._config.max_in_flight - in_flight,
             (self._config.max_uncommitted or self._config.max_in_flight)
             - self._tracker.uncommitted,
         )
+
+    async def _fetch_once(self) -> None:
+        room = self._room()
         self._apply_backpressure(room)
         batches = await self._consumer.getmany(
             timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)
@@ -115,6 +142,9 @@ class Pipeline:
                 self._consumer.seek(tp, records[0].offset)
                 self._consumer.pause(tp)
                 continue
+            if self._spans is not None:
+                self._spans.accept(tp, offsets, records)
+                continue
             tasks = self._tasks.setdefault(tp, set())
             for record in records:
                 offsets.add(record.offset)
@@ -130,7 +160,8 @@ class Pipeline:
         if (room <= 0 or holding) and not self._paused:
             self._paused = True
             self._consumer.pause(*self._consumer.assignment())
-            log.info("partitions_paused", uncommitted=self._tracker.uncommitted, judge_down=holding)
+            log.info("partitions_paused", uncommitted=self._tracker.uncommitted, judge_down=holding,
+                     open_traces=None if self._spans is None else self._spans.open_traces)
         elif self._paused and not holding and room >= self._config.max_in_flight // 2:
             self._paused = False
             self._consumer.resume(*self._owned())
@@ -177,6 +208,8 @@ class Pipeline:
 
     async def on_partitions_revoked(self, revoked: Collection[Partition]) -> None:
         """Stop, wait a bounded time for the partitions' work, commit, forget them."""
+        if self._spans is not None:  # no new trace tasks: the wait below covers them all
+            self._spans.stop_closing(revoked)
         tasks = [task for tp in revoked for task in self._tasks.get(tp, ())]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=self._config.revoke_timeout_s)
@@ -187,6 +220,8 @@ class Pipeline:
         for tp in revoked:
             self._tracker.drop(tp)
             self._tasks.pop(tp, None)
+            if self._spans is not None:  # open traces: the next owner reassembles them
+                self._spans.forget(tp)
         log.info("partitions_revoked", partitions=sorted(str(tp) for tp in revoked))
 
     async def on_partitions_assigned(self, assigned: Collection[Partition]) -> None:
@@ -194,6 +229,8 @@ class Pipeline:
         assignment, so re-pause if full (and resume one paused while it was handed over)."""
         for tp in assigned:
             self._tracker.partition(tp)
+            if self._spans is not None:
+                self._spans.assigned(tp)
         if assigned and self._paused:
             self._consumer.pause(*assigned)
         elif assigned:
@@ -207,6 +244,8 @@ class Pipeline:
         if tp in self._consumer.assignment():  # pausing a partition no longer owned raises
             self._consumer.pause(tp)
         self._tracker.drop(tp)  # first: a completion still on its way is discarded
+        if self._spans is not None:
+            self._spans.forget(tp)
         tasks = self._tasks.pop(tp, set())
         for task in tasks:
             task.cancel()
@@ -230,7 +269,10 @@ class Pipeline:
 
     async def _drain(self) -> None:
         """Stop fetching, give in-flight work the grace period, commit what finished."""
-        # Step 1: fetch nothing more.
+        # Step 1: fetch nothing more, and close no more traces (open ones are not judged
+        # early: their records stay uncommitted, and are reassembled after the restart).
+        if self._spans is not None:
+            await self._spans.stop()
         assignment = self._consumer.assignment()
         if assignment:
             self._consumer.pause(*assignment)

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from consumer.errors import DecodeError, PublishError
-from consumer.evaluate import Evaluator
+from consumer.evaluate import Evaluation, Evaluator
 from consumer.judge.result import JudgeResult
 from consumer.ops import metrics
 from consumer.stream.decode import decode_trace
@@ -42,19 +42,13 @@ class RecordPath:
             await self._process(record, bound)
         except Exception as exc:  # a bug must not stall the partition: park the record
             bound.exception("record_failed")
-            reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
-            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
-            self.outcomes["dead_lettered"] += 1
+            await self.dead_letter(record, internal_error(exc), bound, undecodable=False)
 
     async def _process(self, record: Record, bound: Any) -> None:
         try:
             trace = decode_trace(record.value)
         except DecodeError as exc:
-            reason = exc.reason
-            await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
-            metrics.DEAD_LETTERS.inc()
-            self.outcomes["dead_lettered"] += 1
-            bound.info("record_dead_lettered", reason=reason)
+            await self.dead_letter(record, exc.reason, bound)
             return
         bound = bound.bind(trace_id=trace.trace_id[:200])
         if not trace.has_output:
@@ -63,7 +57,10 @@ class RecordPath:
             bound.debug("trace_skipped", reason="empty output")
             return
         source = Source(topic=record.topic, partition=record.partition, offset=record.offset)
-        evaluation = await self._evaluator.evaluate(trace, source)
+        await self.publish(await self._evaluator.evaluate(trace, source), bound)
+
+    async def publish(self, evaluation: Evaluation, bound: Any) -> None:
+        """Publish an evaluation's verdict until acknowledged, and count it."""
         _observe(evaluation.result)
         verdict = evaluation.verdict
         await self._deliver(lambda: self._sink.publish(verdict), bound)
@@ -73,6 +70,17 @@ class RecordPath:
             "verdict_published", verdict=verdict.verdict, score=verdict.score,
             latency_ms=verdict.latency_ms,
         )
+
+    async def dead_letter(
+        self, record: Record, reason: str, bound: Any, *, undecodable: bool = True
+    ) -> None:
+        """Dead-letter a record until acknowledged, and count it (an undecodable one also in
+        ``groundedness_dead_letters``, as before; an internal error only in the outcomes)."""
+        await self._deliver(lambda: self._sink.dead_letter(record, reason), bound)
+        self.outcomes["dead_lettered"] += 1
+        if undecodable:
+            metrics.DEAD_LETTERS.inc()
+            bound.info("record_dead_lettered", reason=reason)
 
     async def _deliver(self, send: Callable[[], Awaitable[None]], bound: Any) -> None:
         """Publish until the broker acknowledges: an outcome is never dropped."""
@@ -85,6 +93,11 @@ class RecordPath:
                 bound.warning("publish_retry", error=str(exc), retry_in_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, longest)
+
+
+def internal_error(exc: Exception) -> str:
+    """The dead-letter reason for a bug met on a record's way."""
+    return f"internal error: {type(exc).__name__}: {exc}"[:300]
 
 
 def _observe(result: JudgeResult) -> None:

@@ -61,7 +61,9 @@ class TransactionalSink:
         self._group_id = group_id
         self._topics = topics
         self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
-        self._outcomes: dict[TopicPartition, dict[int, _Outcome]] = {}
+        # By input offset; a list: a record of spans can be the first record of many traces,
+        # each with its verdict (``stream/span_path.py``).
+        self._outcomes: dict[TopicPartition, dict[int, list[_Outcome]]] = {}
         self._stopping: set[asyncio.Task[None]] = set()  # lost producers, being stopped
         self.on_lost: LostPartition = lambda tp: None  # set by the owner of the partitions
 
@@ -87,7 +89,7 @@ class TransactionalSink:
     def _hold(self, tp: TopicPartition, offset: int, outcome: _Outcome) -> None:
         if tp not in self._producers:
             return  # the partition was revoked meanwhile: its new owner judges it again
-        self._outcomes.setdefault(tp, {})[offset] = outcome
+        self._outcomes.setdefault(tp, {}).setdefault(offset, []).append(outcome)
 
     async def commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """One transaction per partition: its outcomes below the watermark, and the watermark.
@@ -103,8 +105,9 @@ class TransactionalSink:
                 continue
             held = self._outcomes.get(tp, {})
             ready = sorted(o for o in held if o < offset)
+            outcomes = [outcome for o in ready for outcome in held[o]]
             try:
-                await self._transaction(producer, tp, [held[o] for o in ready], offset)
+                await self._transaction(producer, tp, outcomes, offset)
             except (KafkaError, AssertionError) as exc:
                 # AssertionError: aiokafka's transaction state machine refuses to begin in
                 # a fatal state (fenced, timed out) with an assert, not a KafkaError.

@@ -34,6 +34,10 @@ CONTRACT_VARS = frozenset(
         "KAFKA_SASL_USERNAME",
         "KAFKA_SASL_PASSWORD",
         "KAFKA_SSL_CAFILE",
+        "TRACES_FORMAT",
+        "TRACE_QUIET_SECONDS",
+        "TRACE_MAX_WAIT_SECONDS",
+        "MAX_OPEN_TRACES",
     }
 )
 # Beyond the contract: the drain time, which the chart ties to the pod's grace period.

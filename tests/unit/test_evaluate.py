@@ -19,6 +19,7 @@ from consumer.judge.prompt import JudgeRequest, Limits, read_data
 from consumer.judge.ratelimit import JudgeLimiter
 from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.settings import load_settings
+from consumer.verdicts import TraceOrigin
 from consumer.wiring import make_evaluator
 from schemas.judge import JudgeAnswer
 from schemas.trace import TraceEvent
@@ -74,6 +75,24 @@ async def test_each_judge_result_becomes_its_verdict(
     found = (made.error.type, made.error.message) if made.error is not None else None
     assert found == error
     assert (made.usage, made.latency_ms, made.source) == (USAGE, 42, SOURCE)
+
+
+async def test_a_trace_from_spans_gets_its_origin_on_the_verdict() -> None:
+    origin = TraceOrigin(span_id="00f067aa0ba902b7", project_id="rag-app", session_id=None,
+                         context_source="llm_input", spans=3, root_seen=False,
+                         closed_by="max_wait")
+    judge = ScriptedResults(Answered(JudgeAnswer(score=4, reason="ok"), USAGE, 1, 1),
+                            Answered(JudgeAnswer(score=4, reason="ok"), USAGE, 1, 1))
+    evaluator = Evaluator(judge, 0.5, Limits())
+    spans = (await evaluator.evaluate(TRACE, SOURCE, origin)).verdict
+    assert (spans.span_id, spans.project_id, spans.session_id) == (
+        "00f067aa0ba902b7", "rag-app", None)
+    assert spans.context_source == "llm_input"
+    assert spans.assembly is not None
+    assert (spans.assembly.spans, spans.assembly.root_seen, spans.assembly.closed_by) == (
+        3, False, "max_wait")
+    plain = json.loads((await evaluator.evaluate(TRACE, SOURCE)).verdict.model_dump_json())
+    assert {"span_id", "project_id", "context_source", "assembly"}.isdisjoint(plain)
 
 
 async def test_an_outage_is_held_through_never_a_verdict() -> None:

@@ -17,7 +17,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
                  "JUDGE_MAX_CONCURRENCY", "KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_PASSWORD",
                  "KAFKA_BOOTSTRAP_SERVERS", "TRACES_TOPIC", "VERDICTS_TOPIC", "DLQ_TOPIC",
                  "CONSUMER_GROUP", "JUDGE_MODEL", "HEALTH_PORT", "LOG_LEVEL", "LOG_FORMAT",
-                 "JUDGE_TOKENS_PER_MINUTE"):
+                 "JUDGE_TOKENS_PER_MINUTE", "TRACES_FORMAT", "TRACE_QUIET_SECONDS",
+                 "TRACE_MAX_WAIT_SECONDS", "MAX_OPEN_TRACES"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -37,6 +38,32 @@ def test_defaults_are_the_contracts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.context_field == "retrieved_documents"
     assert settings.health_port == 8080
     assert (settings.log_level, settings.log_format) == ("info", "json")
+    assert settings.traces_format == "trace_json"
+    assert (settings.trace_quiet_seconds, settings.trace_max_wait_seconds) == (10, 120)
+    assert settings.max_open_traces == 10_000
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param({"TRACES_FORMAT": "otlp_proto"}, ("otlp_proto", 10, 120, 10_000),
+                     id="proto"),
+        pytest.param({"TRACES_FORMAT": "OTLP_JSON", "MAX_OPEN_TRACES": "1"},
+                     ("otlp_json", 10, 120, 1), id="json-upper-case-one-open-trace"),
+        pytest.param({"TRACE_QUIET_SECONDS": "2.5", "TRACE_MAX_WAIT_SECONDS": "2.5"},
+                     ("trace_json", 2.5, 2.5, 10_000), id="max-wait-equal-to-quiet"),
+    ],
+)
+def test_telemetry_settings_are_read(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
+    expected: tuple[str, float, float, int],
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert (settings.traces_format, settings.trace_quiet_seconds,
+            settings.trace_max_wait_seconds, settings.max_open_traces) == expected
 
 
 @pytest.mark.parametrize(
@@ -77,6 +104,17 @@ def test_threshold_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch, value: 
         pytest.param("JUDGE_TIMEOUT_SECONDS", "-1", "JUDGE_TIMEOUT_SECONDS", id="timeout"),
         pytest.param("KAFKA_SECURITY_PROTOCOL", "SASL_SSL", "KAFKA_SASL_MECHANISM",
                      id="sasl-incomplete"),
+        pytest.param("TRACES_FORMAT", "zipkin", "TRACES_FORMAT", id="traces-format"),
+        pytest.param("TRACE_QUIET_SECONDS", "0", "TRACE_QUIET_SECONDS", id="quiet-zero"),
+        pytest.param("TRACE_QUIET_SECONDS", "-3", "TRACE_QUIET_SECONDS", id="quiet-negative"),
+        pytest.param("TRACE_QUIET_SECONDS", "nan", "TRACE_QUIET_SECONDS", id="quiet-nan"),
+        pytest.param("TRACE_QUIET_SECONDS", "soon", "TRACE_QUIET_SECONDS", id="quiet-not-number"),
+        pytest.param("TRACE_MAX_WAIT_SECONDS", "inf", "TRACE_MAX_WAIT_SECONDS",
+                     id="max-wait-infinite"),
+        pytest.param("TRACE_MAX_WAIT_SECONDS", "9.5", "below TRACE_QUIET_SECONDS",
+                     id="max-wait-below-quiet"),
+        pytest.param("MAX_OPEN_TRACES", "0", "MAX_OPEN_TRACES", id="open-traces-zero"),
+        pytest.param("MAX_OPEN_TRACES", "1.5", "MAX_OPEN_TRACES", id="open-traces-fraction"),
     ],
 )
 def test_bad_values_give_one_line_and_exit_2(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 
 import pytest
+from pydantic import ValidationError
 
 from consumer.judge.prompt import parse_answer
 from consumer.judge.result import Answered, TraceFailed
@@ -13,18 +16,23 @@ from consumer.verdicts import (
     MAX_CLAIM_CHARS,
     MAX_CLAIMS,
     MAX_ERROR_MESSAGE_CHARS,
+    MAX_ORIGIN_ID_CHARS,
     MAX_VERDICT_REASON_CHARS,
     Context,
+    TraceOrigin,
     errored,
     judged,
     verdict_id,
 )
 from schemas.judge import JudgeAnswer
 from schemas.trace import MAX_TRACE_ID_CHARS, TraceEvent
-from schemas.verdict import Source, Truncation, Usage, VerdictEvent
+from schemas.verdict import Assembly, Source, Truncation, Usage, VerdictEvent
 
 TRACE = TraceEvent(trace_id="trace-1", output="answer")
 SOURCE = Source(topic="llm-traces", partition=2, offset=41)
+FROM_SPANS = frozenset({"span_id", "project_id", "session_id", "context_source", "assembly"})
+ORIGIN = TraceOrigin(span_id="00f067aa0ba902b7", project_id="rag-app", session_id="s-9",
+                     context_source="retrieval", spans=4, root_seen=True, closed_by="quiet")
 
 
 def ctx(threshold: float) -> Context:
@@ -63,13 +71,97 @@ def test_error_has_no_score_and_never_passes() -> None:
 def test_verdict_carries_the_contract_fields() -> None:
     verdict = judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1), ctx(0.5))
     data = verdict.model_dump(mode="json")
-    assert set(data) == set(VerdictEvent.model_fields)
+    assert set(data) == set(VerdictEvent.model_fields) - FROM_SPANS
     assert data["schema_version"] == 1
     assert data["rule"] == "groundedness"
     assert data["prompt_version"] == "groundedness@v1"
     assert data["judge_model"] == "judge-model"
     assert data["source"] == {"topic": "llm-traces", "partition": 2, "offset": 41}
     assert data["evaluated_at"].endswith("Z")
+
+
+# Published before the fields from spans existed (a trace_json verdict, as the sink wrote it).
+OLD_JUDGED = (
+    '{"schema_version":1,"verdict_id":"c14708cf-2770-58fd-8a9c-43991aa9e6f1",'
+    '"trace_id":"trace-1","rule":"groundedness","prompt_version":"groundedness@v1",'
+    '"judge_model":"judge-model","verdict":"pass","score":0.75,"raw_score":4,"threshold":0.5,'
+    '"reason":"ok","unsupported_claims":["c"],"error":null,"truncation":'
+    '{"documents_received":0,"documents_dropped":0,"documents_cut":[],"document_chars_cut":0,'
+    '"output_chars_cut":0,"input_chars_cut":0},"usage":null,"latency_ms":7,'
+    '"evaluated_at":"2025-01-01T00:00:00.000Z","source":{"topic":"llm-traces","partition":2,'
+    '"offset":41}}'
+)
+OLD_ERRORED = (
+    '{"schema_version":1,"verdict_id":"c14708cf-2770-58fd-8a9c-43991aa9e6f1",'
+    '"trace_id":"trace-1","rule":"groundedness","prompt_version":"groundedness@v1",'
+    '"judge_model":"judge-model","verdict":"error","score":null,"raw_score":null,'
+    '"threshold":0.5,"reason":null,"unsupported_claims":[],"error":{"type":"x","message":"y"},'
+    '"truncation":{"documents_received":0,"documents_dropped":0,"documents_cut":[],'
+    '"document_chars_cut":0,"output_chars_cut":0,"input_chars_cut":0},"usage":null,'
+    '"latency_ms":1,"evaluated_at":"2025-01-01T00:00:00.000Z","source":null}'
+)
+FIXED_TIME = {"evaluated_at": "2025-01-01T00:00:00.000Z"}
+
+
+@pytest.mark.parametrize(
+    ("make", "published"),
+    [
+        pytest.param(lambda: judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok",
+                                                                unsupported_claims=["c"]),
+                                                    None, 7, 1), ctx(0.5)),
+                     OLD_JUDGED, id="judged"),
+        pytest.param(lambda: errored(TRACE, TraceFailed("x", "y", None, 1, 1),
+                                     Context("judge-model", 0.5, Truncation(), None)),
+                     OLD_ERRORED, id="errored"),
+    ],
+)
+def test_a_trace_json_verdict_is_byte_for_byte_what_it_was(
+    make: Callable[[], VerdictEvent], published: str
+) -> None:
+    """The fields from spans are omitted when unset: consumers of trace_json see no change."""
+    verdict = make().model_copy(update=FIXED_TIME)
+    assert verdict.model_dump_json() == published
+    assert VerdictEvent.model_validate_json(published).model_dump_json() == published
+
+
+def test_a_verdict_from_spans_carries_its_origin() -> None:
+    context = Context("judge-model", 0.5, Truncation(), SOURCE, origin=ORIGIN)
+    verdict = judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1), context)
+    data = json.loads(verdict.model_dump_json())
+    assert set(data) == set(VerdictEvent.model_fields)
+    assert (data["span_id"], data["project_id"], data["session_id"]) == (
+        "00f067aa0ba902b7", "rag-app", "s-9")
+    assert data["context_source"] == "retrieval"
+    assert data["assembly"] == {"spans": 4, "root_seen": True, "closed_by": "quiet"}
+    assert VerdictEvent.model_validate_json(verdict.model_dump_json()) == verdict
+    failed = errored(TRACE, TraceFailed("x", "y", None, 1, 1), context)
+    assert failed.assembly == Assembly(spans=4, root_seen=True, closed_by="quiet")
+
+
+def test_unknown_project_and_session_are_left_out() -> None:
+    origin = TraceOrigin(span_id="00f067aa0ba902b7", project_id=None, session_id=None,
+                         context_source="llm_input", spans=1, root_seen=False,
+                         closed_by="max_wait")
+    context = Context("judge-model", 0.5, Truncation(), SOURCE, origin=origin)
+    data = json.loads(judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1),
+                             context).model_dump_json())
+    assert "project_id" not in data
+    assert "session_id" not in data
+    assert (data["context_source"], data["assembly"]["closed_by"]) == ("llm_input", "max_wait")
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        pytest.param(dataclasses.replace(ORIGIN, context_source="documents"),
+                     id="context-source"),
+        pytest.param(dataclasses.replace(ORIGIN, closed_by="timeout"), id="closed-by"),
+    ],
+)
+def test_an_origin_outside_the_contract_is_refused(origin: TraceOrigin) -> None:
+    context = Context("judge-model", 0.5, Truncation(), SOURCE, origin=origin)
+    with pytest.raises(ValidationError):
+        judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1), context)
 
 
 def test_verdict_id_is_deterministic_per_trace_and_prompt_version() -> None:
@@ -165,8 +257,15 @@ def test_the_largest_possible_verdict_fits_a_kafka_record() -> None:
     answer = parse_answer(json.dumps({"score": 1, "reason": huge,
                                       "unsupported_claims": [huge] * 200}))
     source = Source(topic="t" * 249, partition=2**31 - 1, offset=2**63 - 1)
-    context = Context("m" * 256, 0.5, Truncation(documents_cut=list(range(12))), source)
+    # Span attributes are the application's: a huge project or session id is cut.
+    origin = TraceOrigin(span_id=huge, project_id=huge, session_id=huge,
+                         context_source="retrieval", spans=2**31, root_seen=True,
+                         closed_by="max_wait")
+    context = Context("m" * 256, 0.5, Truncation(documents_cut=list(range(12))), source,
+                      origin=origin)
     for verdict in (judged(trace, Answered(answer, Usage(), 2**31, 1), context),
                     errored(trace, TraceFailed("judge_http_400", huge, None, 1, 1), context)):
         size = len(verdict.model_dump_json().encode("utf-8")) + len(verdict.verdict_id)
         assert size < 512 * 1024, verdict.verdict
+        assert verdict.project_id is not None
+        assert len(verdict.project_id) == MAX_ORIGIN_ID_CHARS

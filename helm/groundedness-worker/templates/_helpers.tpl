@@ -106,6 +106,11 @@ render (install, upgrade, template, lint) fails early with one clear message.
 {{- if le $grace $drain }}
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be greater than drainSeconds (%d): Kubernetes kills the pod at the end of the grace period, before the worker has finished draining and committed its offsets" $grace $drain) }}
 {{- end }}
+{{- $quiet := float64 (.Values.assembly.quietSeconds | default 10) }}
+{{- $maxWait := float64 (.Values.assembly.maxWaitSeconds | default 120) }}
+{{- if lt $maxWait $quiet }}
+{{- fail (printf "assembly.maxWaitSeconds (%v) must be at least assembly.quietSeconds (%v): a trace from spans closes by its quiet period only within its max wait (the worker refuses TRACE_MAX_WAIT_SECONDS below TRACE_QUIET_SECONDS)" .Values.assembly.maxWaitSeconds .Values.assembly.quietSeconds) }}
+{{- end }}
 {{- if and .Values.keda.enabled .Values.autoscaling.enabled }}
 {{- fail "keda.enabled and autoscaling.enabled are mutually exclusive: KEDA creates and manages its own HorizontalPodAutoscaler; enable only one" }}
 {{- end }}

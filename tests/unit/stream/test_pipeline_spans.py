@@ -1,0 +1,346 @@
+"""The pipeline on span formats (``TRACES_FORMAT=otlp_proto``), with in-memory stand-ins for
+Kafka and spans from the real OTel SDK: verdicts from traces spread over records, nothing for
+traces without an answer, and the watermark held at the first record of an open trace through
+closing, pausing, revoking and draining."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pytest
+from aiokafka import TopicPartition
+from openinference.semconv.trace import OpenInferenceSpanKindValues, SpanAttributes
+from opentelemetry.sdk.trace import ReadableSpan
+
+from consumer import wiring
+from consumer.evaluate import Evaluator
+from consumer.judge.prompt import Limits
+from consumer.settings import Settings
+from consumer.stream.pipeline import Pipeline, PipelineConfig
+from consumer.telemetry.assembly import AssemblyLimits
+from tests.support.otel_spans import KIND, Recorder, otlp_proto, rag_trace
+from tests.support.pipeline_fakes import GatedJudge, ListSink
+from tests.support.waiting import until
+from tests.unit.stream.test_transactional import _empty_sink, _verdict
+
+ANSWER = "Frank Herbert [1]."  # what rag_trace answers
+
+
+class TP(NamedTuple):
+    """Stands in for aiokafka's TopicPartition."""
+
+    topic: str
+    partition: int
+
+
+class Rec(NamedTuple):
+    """A consumed record, as the pipeline reads it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+
+P0, P1 = TP("spans", 0), TP("spans", 1)
+
+
+class Consumer:
+    """Hands out queued records per partition, honouring pause; records every pause."""
+
+    def __init__(self, assigned: set[TP]) -> None:
+        self.assigned = set(assigned)
+        self.paused: set[TP] = set()
+        self.queued: dict[TP, list[Rec]] = {}
+        self.next_offset: dict[TP, int] = {}
+        self.ever_paused = False
+
+    def feed(self, tp: TP, *values: bytes) -> None:
+        queue = self.queued.setdefault(tp, [])
+        start = self.next_offset.get(tp, 0)
+        queue += [Rec(tp.topic, tp.partition, start + i, 0, None, v, [])
+                  for i, v in enumerate(values)]
+        self.next_offset[tp] = start + len(values)
+
+    async def getmany(self, *partitions: Any, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[Any, list[Any]]:
+        for tp, queue in self.queued.items():
+            if queue and tp not in self.paused and tp in self.assigned:
+                batch = queue[: max_records or 1000]
+                del queue[: len(batch)]
+                return {tp: batch}
+        await asyncio.sleep(timeout_ms / 1000)
+        return {}
+
+    def assignment(self) -> set[Any]:
+        return set(self.assigned)
+
+    def pause(self, *partitions: Any) -> None:
+        self.paused |= set(partitions)
+        self.ever_paused = self.ever_paused or bool(partitions)
+
+    def resume(self, *partitions: Any) -> None:
+        self.paused -= set(partitions)
+
+    def seek(self, partition: Any, offset: int) -> None:
+        raise AssertionError("every partition is handed over before fetching")
+
+
+class Harness:
+    """A running span pipeline; commits are recorded."""
+
+    def __init__(self, assigned: set[TP] | None = None, max_in_flight: int = 64,
+                 max_uncommitted: int | None = None, **limits: Any) -> None:
+        assigned = {P0} if assigned is None else assigned
+        self.consumer = Consumer(assigned)
+        self.judge = GatedJudge()
+        self.sink = ListSink()
+        self.commits: list[dict[TP, int]] = []
+        assembly = AssemblyLimits(**({"quiet_s": 0.05, "max_wait_s": 30.0} | limits))
+        config = PipelineConfig(
+            max_in_flight=max_in_flight, max_uncommitted=max_uncommitted, commit_interval_s=0,
+            fetch_timeout_ms=5, revoke_timeout_s=0.2, spans="otlp_proto", assembly=assembly,
+        )
+        self.pipeline = Pipeline(self.consumer, self.sink, Evaluator(self.judge, 0.5, Limits()),
+                                 self._commit, config)
+        self.assigned = assigned
+        self.stop_event = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def _commit(self, offsets: dict[Any, int]) -> dict[Any, int]:
+        self.commits.append(dict(offsets))
+        return offsets
+
+    def committed(self, tp: TP = P0) -> int | None:
+        marks = [c[tp] for c in self.commits if tp in c]
+        return marks[-1] if marks else None
+
+    async def start(self) -> None:
+        await self.pipeline.on_partitions_assigned(self.assigned)
+        self.task = asyncio.create_task(self.pipeline.run(self.stop_event))
+
+    async def stop(self) -> None:
+        self.stop_event.set()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 5)
+
+
+def rag_spans(question: str = "Who wrote Dune?") -> list[ReadableSpan]:
+    """One RAG request's spans, in end order: 2 DB, retriever, LLM, chain, then the HTTP root."""
+    recorder = Recorder()
+    rag_trace(recorder.tracer, question)
+    return recorder.spans()
+
+
+def hex_trace_id(spans: list[ReadableSpan]) -> str:
+    context = spans[0].context
+    assert context is not None
+    return f"{context.trace_id:032x}"
+
+
+def span_id_of(spans: list[ReadableSpan], name: str) -> str:
+    context = next(span for span in spans if span.name == name).context
+    assert context is not None
+    return f"{context.span_id:016x}"
+
+
+async def test_a_rag_trace_over_two_records_gets_one_verdict_from_its_first_record() -> None:
+    spans = rag_spans()
+    harness = Harness()
+    harness.judge.open(ANSWER)
+    harness.consumer.feed(P0, otlp_proto(spans[:3]), otlp_proto(spans[3:]))
+    await harness.start()
+    await until(lambda: len(harness.sink.verdicts) == 1 and harness.committed() == 2)
+    await harness.stop()
+    [verdict] = harness.sink.verdicts
+    assert verdict.trace_id == hex_trace_id(spans)
+    assert verdict.span_id == span_id_of(spans, "query")  # the chain's output.value
+    assert verdict.source is not None
+    assert verdict.source.offset == 0
+    assert verdict.context_source == "retrieval"
+    assert verdict.assembly is not None
+    assert (verdict.assembly.spans, verdict.assembly.root_seen, verdict.assembly.closed_by) == (
+        3, True, "quiet")
+    assert harness.pipeline.outcomes == {"pass": 1}
+
+
+def _http_only() -> list[ReadableSpan]:
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("GET /health"), \
+            recorder.tracer.start_as_current_span("SELECT 1"):
+        pass
+    return recorder.spans()
+
+
+def _indexing() -> list[ReadableSpan]:
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("index") as root:
+        root.set_attribute(KIND, OpenInferenceSpanKindValues.CHAIN.value)
+        with recorder.tracer.start_as_current_span("embed") as embed:
+            embed.set_attribute(KIND, OpenInferenceSpanKindValues.EMBEDDING.value)
+    return recorder.spans()
+
+
+def _llm_without_answer() -> list[ReadableSpan]:
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("chat") as llm:
+        llm.set_attribute(KIND, OpenInferenceSpanKindValues.LLM.value)
+        llm.set_attribute(SpanAttributes.INPUT_VALUE, "Who wrote Dune?")
+    return recorder.spans()
+
+
+@pytest.mark.parametrize(
+    ("make", "outcomes"),
+    [
+        (_http_only, {}),
+        (_indexing, {"no_candidate": 1}),
+        (_llm_without_answer, {"skipped": 1}),
+    ],
+    ids=["no-genai-span", "indexing-embeddings", "llm-call-with-empty-answer"],
+)
+async def test_a_trace_without_an_answer_gets_no_verdict_and_its_offsets_are_done(
+    make: Callable[[], list[ReadableSpan]], outcomes: dict[str, int]
+) -> None:
+    harness = Harness()
+    harness.consumer.feed(P0, otlp_proto(make()), otlp_proto(make()))
+    await harness.start()
+    await until(lambda: harness.committed() == 2)
+    await asyncio.sleep(0.1)  # past the quiet time: whatever would be judged is
+    await harness.stop()
+    assert harness.sink.verdicts == []
+    assert harness.judge.started == []
+    assert dict(harness.pipeline.outcomes) == {k: 2 * n for k, n in outcomes.items()}
+
+
+async def test_the_watermark_never_passes_the_first_record_of_an_open_trace() -> None:
+    slow, quick = rag_spans("Who wrote Dune?"), rag_spans("Who wrote Emma?")
+    harness = Harness()
+    harness.judge.open(ANSWER)
+    # Offset 0: the slow trace without its root (it stays open); 1-2: a whole trace, then
+    # HTTP spans only.
+    harness.consumer.feed(P0, otlp_proto(slow[:-1]), otlp_proto(quick), otlp_proto(_http_only()))
+    await harness.start()
+    await until(lambda: len(harness.sink.verdicts) == 1)
+    await asyncio.sleep(0.2)
+    assert harness.sink.published == [hex_trace_id(quick)]
+    assert {c[P0] for c in harness.commits} <= {0}, "offsets 1-2 are done, 0 is not"
+    harness.consumer.feed(P0, otlp_proto(slow[-1:]))  # its root, at offset 3
+    await until(lambda: harness.committed() == 4)
+    await harness.stop()
+    assert harness.sink.published == [hex_trace_id(quick), hex_trace_id(slow)]
+    assert [v.source.offset for v in harness.sink.verdicts if v.source] == [1, 0]
+
+
+async def test_an_undecodable_record_is_dead_lettered_and_passed() -> None:
+    harness = Harness()
+    harness.consumer.feed(P0, b"\xff\x00 not protobuf", b"")
+    await harness.start()
+    await until(lambda: harness.committed() == 2)
+    await harness.stop()
+    assert [offset for offset, _ in harness.sink.dead] == [0, 1]
+    assert harness.pipeline.outcomes == {"dead_lettered": 2}
+
+
+async def test_max_open_traces_pauses_and_max_wait_still_closes_the_trace_behind_it() -> None:
+    # One open trace fills the worker: fetching pauses with the next trace unread. Only
+    # the clock can close the open one (its root never comes); then fetching resumes.
+    rootless, whole = rag_spans("Who wrote Dune?")[:-1], rag_spans("Who wrote Emma?")
+    harness = Harness(max_open_traces=1, max_wait_s=0.3)
+    harness.judge.open(ANSWER)
+    harness.consumer.feed(P0, otlp_proto(rootless))
+    await harness.start()
+    await until(lambda: harness.pipeline._spans is not None
+                and harness.pipeline._spans.open_traces == 1)
+    await until(lambda: P0 in harness.consumer.paused)
+    harness.consumer.feed(P0, otlp_proto(whole))
+    await asyncio.sleep(0.1)
+    assert harness.consumer.queued[P0], "paused: the next trace is not read yet"
+    await until(lambda: len(harness.sink.verdicts) == 2)
+    await until(lambda: harness.committed() == 2)
+    await harness.stop()
+    first, second = harness.sink.verdicts
+    assert first.assembly is not None
+    assert first.assembly.closed_by == "max_wait"
+    assert not first.assembly.root_seen
+    assert second.trace_id == hex_trace_id(whole)
+
+
+async def test_revoke_mid_assembly_commits_below_the_open_trace_and_the_next_owner_reassembles(
+) -> None:
+    slow, quick = rag_spans("Who wrote Dune?"), rag_spans("Who wrote Emma?")
+    harness = Harness(assigned={P0, P1})
+    harness.consumer.feed(P0, otlp_proto(slow[:-1]), otlp_proto(quick))
+    await harness.start()
+    await until(lambda: harness.judge.started == [ANSWER])  # the quick trace, gate closed
+    # Revoked while one trace is open and one is being judged: the judged one is waited for
+    # (then cancelled: revoke_timeout_s), nothing passes offset 0, the assembly is dropped.
+    await harness.pipeline.on_partitions_revoked({P0})
+    harness.consumer.assigned = {P1}
+    assert harness.committed() in (None, 0)
+    assert harness.sink.verdicts == []
+    # Handed back: read again from the committed offset, with the slow trace's root.
+    harness.judge.open(ANSWER)
+    harness.consumer.assigned = {P0, P1}
+    harness.consumer.next_offset[P0] = 0
+    await harness.pipeline.on_partitions_assigned({P0})
+    harness.consumer.feed(P0, otlp_proto(slow[:-1]), otlp_proto(quick), otlp_proto(slow[-1:]))
+    await until(lambda: harness.committed() == 3)
+    await harness.stop()
+    assert sorted(harness.sink.published) == sorted([hex_trace_id(slow), hex_trace_id(quick)])
+
+
+async def test_the_drain_does_not_judge_open_traces_and_leaves_their_records_uncommitted(
+) -> None:
+    slow, quick = rag_spans("Who wrote Dune?"), rag_spans("Who wrote Emma?")
+    harness = Harness()
+    harness.judge.open(ANSWER)
+    harness.consumer.feed(P0, otlp_proto(quick), otlp_proto(slow[:-1]), otlp_proto(_http_only()))
+    await harness.start()
+    await until(lambda: harness.committed() == 1)
+    await harness.stop()
+    assert harness.sink.published == [hex_trace_id(quick)]
+    assert harness.committed() == 1, "offset 1 holds an open trace: a restart re-reads it"
+
+
+async def test_records_held_by_open_traces_do_not_fill_the_in_flight_window() -> None:
+    # Open traces are waiting, not work: with room for 2 records being worked on (and a wide
+    # window, as wiring gives span formats), 6 open traces of one record each are all read.
+    harness = Harness(max_in_flight=2, max_uncommitted=100)
+    harness.consumer.feed(P0, *(otlp_proto(rag_spans(f"Q{n}?")[:-1]) for n in range(6)))
+    await harness.start()
+    await until(lambda: harness.pipeline._spans is not None
+                and harness.pipeline._spans.open_traces == 6)
+    assert not harness.consumer.ever_paused
+    await harness.stop()
+    assert harness.sink.verdicts == []
+    assert harness.committed() in (None, 0)
+
+
+async def test_exactly_once_holds_every_verdict_whose_trace_began_in_the_same_record() -> None:
+    # Without partition_traces_by_id one record carries many traces: their verdicts share
+    # its offset as ``source`` and must all be held, then sent in one transaction.
+    sink, producers, _ = _empty_sink()
+    p0 = TopicPartition("traces", 0)
+    await sink.start_partition(p0)
+    for name in ("a", "b"):
+        await sink.publish(_verdict(p0, 0).model_copy(update={"verdict_id": f"v-{name}"}))
+    await sink.publish(_verdict(p0, 1))
+    assert await sink.commit({p0: 1}) == {p0: 1}
+    assert producers[sink.transactional_id(p0)].sent_to == [
+        ("verdicts", b"v-a"), ("verdicts", b"v-b")]
+
+
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
+def test_wiring_gives_span_formats_the_assembly_settings_and_a_wide_window(encoding: str) -> None:
+    settings = Settings(traces_format=encoding, trace_quiet_seconds=2, trace_max_wait_seconds=9,
+                        max_open_traces=50)
+    config = wiring.pipeline_config(settings)
+    assert config.spans == encoding
+    assert config.assembly == AssemblyLimits(quiet_s=2, max_wait_s=9, max_open_traces=50)
+    assert config.max_uncommitted == max(wiring.max_uncommitted(settings), 1000)
+    assert wiring.pipeline_config(Settings()).spans is None, "trace_json: the record path"
