@@ -10,11 +10,13 @@ longer ends the text.
 
 A trace assembled from spans carries its ``TraceOrigin`` (the answer's span, project, session,
 how it assembled); a ``trace_json`` event has none and its verdict has none of those fields.
+Its ids are the application's attributes, so they are redacted and bounded the same way.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -68,14 +70,16 @@ class Context:
     origin: TraceOrigin | None = None  # None for a trace_json event
 
 
-def origin_fields(origin: TraceOrigin | None) -> dict[str, Any]:
+def origin_fields(origin: TraceOrigin | None, secrets: Sequence[str] = ()) -> dict[str, Any]:
     """The verdict fields a trace from spans adds; none for a ``trace_json`` event."""
     if origin is None:
         return {}
+    # The ids are the application's span attributes: a secret it put there (a session keyed by
+    # a token) is redacted, as from the judge's text, and before the cut for the same reason.
     return {
-        "span_id": _bounded(origin.span_id),
-        "project_id": _bounded(origin.project_id),
-        "session_id": _bounded(origin.session_id),
+        "span_id": _bounded(origin.span_id, secrets),
+        "project_id": _bounded(origin.project_id, secrets),
+        "session_id": _bounded(origin.session_id, secrets),
         # Plain strings here, checked against the contract's literals by the models.
         "context_source": origin.context_source,
         "assembly": Assembly(spans=origin.spans, root_seen=origin.root_seen,
@@ -114,7 +118,7 @@ def judged(trace: TraceEvent, answered: Answered, ctx: Context) -> VerdictEvent:
         latency_ms=answered.latency_ms,
         evaluated_at=_now(),
         source=ctx.source,
-        **origin_fields(ctx.origin),
+        **origin_fields(ctx.origin, ctx.secrets),
     )
 
 
@@ -140,7 +144,7 @@ def errored(trace: TraceEvent, failed: TraceFailed, ctx: Context) -> VerdictEven
         latency_ms=failed.latency_ms,
         evaluated_at=_now(),
         source=ctx.source,
-        **origin_fields(ctx.origin),
+        **origin_fields(ctx.origin, ctx.secrets),
     )
 
 
@@ -149,8 +153,8 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _bounded(value: str | None) -> str | None:
-    return None if value is None else cut(value, MAX_ORIGIN_ID_CHARS)
+def _bounded(value: str | None, secrets: Sequence[str]) -> str | None:
+    return None if value is None else cut(redact(value, secrets), MAX_ORIGIN_ID_CHARS)
 
 
 def _now() -> str:

@@ -89,10 +89,13 @@ def max_uncommitted(settings: Settings) -> int:
 
 def max_uncommitted_spans(settings: Settings) -> int:
     """The window for span formats: there the watermark waits behind the oldest open trace's
-    first record (up to ``TRACE_MAX_WAIT_SECONDS``), and every record after it stays
-    uncommitted meanwhile, though done and holding no memory but its offset (about 120 bytes
-    of bookkeeping). So the window is wide, or a few slow traces would pause the worker; the
-    open traces themselves are bounded by ``MAX_OPEN_TRACES``."""
+    first record (up to ``TRACE_MAX_WAIT_SECONDS``), and behind a finished trace's first
+    record while a record inside its range is held (``telemetry/record_holds.py``: traces that
+    keep interleaving chain these pins until a gap); every record after it stays uncommitted
+    meanwhile, though done and holding no memory but its offset (about 120 bytes of
+    bookkeeping). So the window is wide, or a few slow traces would pause the worker; when
+    it fills, fetching pauses, traces close by time and the chain lets go. The open traces
+    themselves are bounded by ``MAX_OPEN_TRACES``."""
     return max(max_uncommitted(settings), 20 * settings.max_open_traces)
 
 

@@ -13,6 +13,10 @@ outcomes free it, so the pause cannot deadlock. A closed trace is judged in its 
 kept in the pipeline's per-partition task set, so a revoke and the drain wait for it or
 cancel it as they do a record's task. The drain stops the timer first: open traces are not
 judged early; their records stay uncommitted and are reassembled after the restart.
+
+A bug met while mapping or judging a closed trace still gives it an acknowledged outcome
+before it is finished: an ``error`` verdict of type ``internal_error``, so no record is
+committed without one.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import Any
 import structlog
 
 from consumer.errors import DecodeError
-from consumer.evaluate import Evaluator
+from consumer.evaluate import Evaluation, Evaluator
+from consumer.judge.result import TraceFailed
 from consumer.ops import metrics
 from consumer.stream.offsets import OffsetTracker, PartitionOffsets
 from consumer.stream.partitions import Partition
@@ -34,13 +39,15 @@ from consumer.stream.sink import Record
 from consumer.telemetry.assembly import AssemblyLimits, ClosedTrace, TraceAssembly
 from consumer.telemetry.conventions import map_trace
 from consumer.telemetry.otlp import OtlpEncoding, decode_otlp
-from consumer.verdicts import TraceOrigin
-from schemas.verdict import Source
+from consumer.verdicts import Context, TraceOrigin, errored
+from schemas.trace import TraceEvent
+from schemas.verdict import Source, Truncation
 
 log = structlog.get_logger(__name__)
 
 TIMER_MAX_SLEEP_S = 0.2  # bounds the delay of a trace that opened while the timer slept
 TIMER_MIN_SLEEP_S = 0.005
+INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a trace's way
 
 Tasks = dict[Hashable, set[asyncio.Task[None]]]
 
@@ -176,13 +183,21 @@ class SpanPath:
     ) -> None:
         bound = log.bind(topic=tp.topic, partition=tp.partition, trace_id=closed.trace_id,
                          offset=closed.first_offset)
+        # Step 1: the trace's outcome, acknowledged: its verdict, or none due.
         try:
             await self._outcome(tp, closed, bound)
-        except Exception:  # a bug must not hold the partition's watermark for good
+        except Exception as exc:  # a bug must not hold the partition's watermark for good
             bound.exception("trace_failed")
-            self._records.outcomes["failed"] += 1
-        # Acknowledged (or none due): the records it held may now be done; a completion for
-        # a partition revoked (and maybe re-assigned) meanwhile is dropped.
+            # Step 2: nor let its records be committed without an outcome: an error verdict,
+            # published until acknowledged like any other. Only if even that fails (a bug in
+            # building or sending it) is the trace finished with none, counted "failed".
+            try:
+                await self._records.publish(self._failure(tp, closed, exc), bound)
+            except Exception:
+                bound.exception("trace_error_unpublished")
+                self._records.outcomes["failed"] += 1
+        # Step 3: the records it held may now be done; a completion for a partition revoked
+        # (and maybe re-assigned) meanwhile is dropped.
         done = assembly.finished(closed.trace_id)
         if self._tracker.current(tp) is offsets:
             for offset in done:
@@ -215,6 +230,19 @@ class SpanPath:
             mapped.to_trace_event(), source=source, origin=origin
         )
         await self._records.publish(evaluation, bound)
+
+    def _failure(self, tp: Partition, closed: ClosedTrace, exc: Exception) -> Evaluation:
+        """The ``error`` verdict on a trace an internal error stopped (mapping or judging)."""
+        # Only the trace id is known for sure: mapping itself may be what failed.
+        trace = TraceEvent(trace_id=closed.trace_id)
+        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        failed = TraceFailed(kind=INTERNAL_ERROR, message=message, usage=None, latency_ms=0,
+                             attempts=0)
+        source = Source(topic=tp.topic, partition=tp.partition, offset=closed.first_offset)
+        evaluator = self._evaluator
+        ctx = Context(evaluator.judge.model, evaluator.threshold, Truncation(), source,
+                      evaluator.secrets)
+        return Evaluation(errored(trace, failed, ctx), failed)
 
     def _spawn(self, tp: Partition, work: Any) -> None:
         tasks = self._tasks.setdefault(tp, set())

@@ -14,6 +14,12 @@ The watermark (the lowest offset not done) then never passes the first record of
 unfinished trace, so a restart re-reads that record and reassembles the trace. A record that
 fed no open trace (no kept span, or only late ones) is done at once.
 
+A finished trace's first record stays not done ("pinned") until every record in its range
+(first, last] is done: the watermark never lands strictly inside that range, where a re-read
+would reassemble the trace's tail alone and judge it again, worse, under the same verdict id.
+It stops at or below the first record (all of it is re-read and judged again alike) or past
+the last (none is). See ``record_holds.py``.
+
 The clock is injected: ``now`` is monotonic seconds, never decreasing (a smaller one is taken
 as the last seen).
 """
@@ -26,6 +32,7 @@ from typing import Literal
 
 from consumer.telemetry.otlp import DecodedRecord
 from consumer.telemetry.recent_ids import RecentIds
+from consumer.telemetry.record_holds import RecordHolds
 from consumer.telemetry.spans import Span
 
 ClosedBy = Literal["quiet", "max_wait"]
@@ -90,7 +97,7 @@ class TraceAssembly:
         self._open: OrderedDict[str, _Open] = OrderedDict()  # in order of first span
         self._quiet: OrderedDict[str, _Open] = OrderedDict()  # root seen; by last activity
         self._unfinished: dict[str, list[int]] = {}  # closed, outcome not yet acknowledged
-        self._holders: dict[int, int] = {}  # offset -> unfinished traces it fed
+        self._holds = RecordHolds()  # offsets fed to open or unfinished traces, and pins
         self._closed = RecentIds(limits.max_remembered_ids)
         self._early_roots = RecentIds(limits.max_remembered_ids)
         self._last_offset: int | None = None
@@ -130,7 +137,7 @@ class TraceAssembly:
                 trace = self._open_trace(trace_id, offset, now)
             elif trace.offsets[-1] != offset:
                 trace.offsets.append(offset)
-                self._holders[offset] = self._holders.get(offset, 0) + 1
+                self._holds.hold(offset)
             if len(trace.spans) < cap:
                 trace.spans.append(span)
                 counts.spans_kept += 1
@@ -156,7 +163,7 @@ class TraceAssembly:
                     self._touch(trace_id, trace, now)
             elif not self._is_closed(trace_id):
                 self._early_roots.add(trace_id)
-        return [] if offset in self._holders else [offset]
+        return [] if offset in self._holds else [offset]
 
     def due(self, now: float) -> list[ClosedTrace]:
         """Close and return the traces ready at ``now`` (see the module docstring)."""
@@ -186,28 +193,21 @@ class TraceAssembly:
         return min(times, default=None)
 
     def finished(self, trace_id: str) -> list[int]:
-        """The trace's outcome is acknowledged: return the offsets done now, in order."""
+        """The trace's outcome is acknowledged: return the offsets done now, in order (its
+        first one only once its whole range is done; other traces' first ones maybe too)."""
         if trace_id in self._open:
             raise ValueError(f"trace {trace_id} is still open")
         offsets = self._unfinished.pop(trace_id, None)
         if offsets is None:
             return []  # finished twice, or its partition was dropped meanwhile
-        done = []
-        for offset in offsets:
-            left = self._holders[offset] - 1
-            if left:
-                self._holders[offset] = left
-            else:
-                del self._holders[offset]
-                done.append(offset)
-        return done
+        return self._holds.finish(offsets)
 
     def drop_all(self) -> None:
         """Forget everything (partition revoked): nothing is done; the next owner reassembles."""
         self._open.clear()
         self._quiet.clear()
         self._unfinished.clear()
-        self._holders.clear()
+        self._holds.clear()
         # Closed ids too: this worker may own the partition again, re-read its records from
         # the committed offset, and must not take them for late spans then.
         self._closed.clear()
@@ -222,7 +222,7 @@ class TraceAssembly:
     def _open_trace(self, trace_id: str, offset: int, now: float) -> _Open:
         trace = _Open(offset, now, self._early_roots.pop(trace_id))
         self._open[trace_id] = trace
-        self._holders[offset] = self._holders.get(offset, 0) + 1
+        self._holds.hold(offset)
         return trace
 
     def _touch(self, trace_id: str, trace: _Open, now: float) -> None:

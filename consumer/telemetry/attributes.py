@@ -51,7 +51,7 @@ def json_value(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             return None
     if isinstance(value, tuple):
         return list(value)
@@ -82,7 +82,7 @@ def value_text(
         return raw
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # "[" * 2000 is 2 kB, too deep for the parser
         return raw  # plain text labelled JSON: still the producer's text
     return _structured_text(data, keys, roles)
 

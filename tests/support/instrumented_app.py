@@ -9,6 +9,7 @@ against what users send. Everything runs offline: ``MockEmbedding`` embeds, and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -104,10 +105,29 @@ def instrumented(instrumentor: Instrumentor, tracer_provider: TracerProvider) ->
         instrumentor.uninstrument()
 
 
+@contextmanager
+def event_loop() -> Iterator[None]:
+    """A loop of the caller's thread for LlamaIndex's sync calls, closed and unset after.
+
+    Its sync methods run coroutines through ``asyncio_run``, which takes the thread's current
+    loop and, when there is none, makes one with ``asyncio.get_event_loop()`` and never closes
+    it: garbage-collected in some later test, it fails that test with
+    ``PytestUnraisableExceptionWarning`` (an unclosed loop and its self-pipe sockets).
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
 def build_index() -> VectorStoreIndex:
     """The RAG app's index over ``DOCUMENTS`` (splitting and embedding: the indexing traces)."""
     documents = [Document(text=body, id_=doc_id, metadata=meta) for doc_id, body, meta in DOCUMENTS]
-    return VectorStoreIndex.from_documents(documents, embed_model=MockEmbedding(embed_dim=8))
+    with event_loop():
+        return VectorStoreIndex.from_documents(documents, embed_model=MockEmbedding(embed_dim=8))
 
 
 def ask(index: VectorStoreIndex, base_url: str, question: str = QUESTION, *,
@@ -120,7 +140,7 @@ def ask(index: VectorStoreIndex, base_url: str, question: str = QUESTION, *,
     top_k = len(DOCUMENTS) if rerank else TOP_K
     engine = index.as_query_engine(llm=llm, similarity_top_k=top_k, streaming=streaming,
                                    node_postprocessors=[KeywordRerank()] if rerank else [])
-    with using_session(SESSION):
+    with event_loop(), using_session(SESSION):
         response = engine.query(question)
         # A streamed answer is read to its end inside the session, as a web handler would.
         if isinstance(response, StreamingResponse):

@@ -190,6 +190,44 @@ def test_secrets_are_redacted_from_what_the_judge_wrote() -> None:
 LONG_KEY = "sk-proj-" + "A1b2C3d4" * 20
 
 
+ID_SECRET = "sk-live-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("field", "origin"),
+    [
+        pytest.param("span_id", dataclasses.replace(ORIGIN, span_id=f"user-{ID_SECRET}"),
+                     id="span-id"),
+        pytest.param("project_id", dataclasses.replace(ORIGIN, project_id=f"user-{ID_SECRET}"),
+                     id="project-id"),
+        pytest.param("session_id", dataclasses.replace(ORIGIN, session_id=f"user-{ID_SECRET}"),
+                     id="session-id"),
+    ],
+)
+def test_secrets_are_redacted_from_the_ids_the_application_wrote(
+    field: str, origin: TraceOrigin
+) -> None:
+    """Project, session and span ids are span attributes: a secret in one is redacted."""
+    secret = ID_SECRET
+    context = Context("judge-model", 0.5, Truncation(), SOURCE, secrets=(secret,), origin=origin)
+    for verdict in (judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1),
+                           context),
+                    errored(TRACE, TraceFailed("x", "y", None, 1, 1), context)):
+        assert getattr(verdict, field) == "user-[REDACTED]"
+        assert "0123456789" not in verdict.model_dump_json()
+
+
+def test_a_secret_straddling_the_origin_id_bound_is_redacted_before_the_cut() -> None:
+    session = "s" * (MAX_ORIGIN_ID_CHARS - 10) + LONG_KEY
+    origin = dataclasses.replace(ORIGIN, session_id=session)
+    context = Context("m", 0.5, Truncation(), None, known_secrets([LONG_KEY]), origin)
+    verdict = judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1), context)
+    assert verdict.session_id == "s" * (MAX_ORIGIN_ID_CHARS - 10) + "[REDACTED]"
+    assert_no_key_head(verdict.model_dump_json())
+
+
+
+
 @pytest.mark.parametrize("field", ["reason", "claim"])
 @pytest.mark.parametrize("before_cut", [1, 8, len(LONG_KEY) - 1])
 def test_a_secret_straddling_a_bound_is_redacted_before_the_cut(

@@ -18,6 +18,7 @@ from consumer import wiring
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.settings import Settings
+from consumer.stream import span_path
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import KIND, Recorder, otlp_proto, rag_trace
@@ -167,6 +168,30 @@ async def test_a_rag_trace_over_two_records_gets_one_verdict_from_its_first_reco
     assert (verdict.assembly.spans, verdict.assembly.root_seen, verdict.assembly.closed_by) == (
         3, True, "quiet")
     assert harness.pipeline.outcomes == {"pass": 1}
+
+
+async def test_a_trace_whose_mapping_fails_gets_an_error_verdict_before_its_offsets_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(spans: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded\nwhile decoding JSON")
+
+    monkeypatch.setattr(span_path, "map_trace", broken)
+    spans = rag_spans()
+    harness = Harness()
+    harness.consumer.feed(P0, otlp_proto(spans[:3]), otlp_proto(spans[3:]))
+    await harness.start()
+    await until(lambda: harness.committed() == 2)
+    await harness.stop()
+    [verdict] = harness.sink.verdicts
+    assert (verdict.verdict, verdict.trace_id) == ("error", hex_trace_id(spans))
+    assert verdict.error is not None
+    assert (verdict.error.type, verdict.error.message) == (
+        "internal_error", "RecursionError: maximum recursion depth exceeded")
+    assert verdict.source is not None
+    assert (verdict.source.topic, verdict.source.offset) == (P0.topic, 0)
+    assert harness.judge.started == []
+    assert harness.pipeline.outcomes == {"error": 1}
 
 
 def _http_only() -> list[ReadableSpan]:

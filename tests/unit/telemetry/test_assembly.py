@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Collection
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -139,21 +139,22 @@ def test_a_record_with_late_and_fresh_spans_waits_for_the_fresh_trace() -> None:
     assert assembly.finished(fresh.trace_id) == [1]
 
 
-# Trace A fed by records 3, 7, 9; B by 7; C by 9 and 10; record 8 fed none.
+# Trace A fed by records 3, 7, 9; B by 7; C by 9 and 10; record 8 fed none. A finished keeps
+# its first record (3) until 7 and 9 are done too; C keeps 9 until 10 is done.
 SHARED = {3: [0], 7: [0, 1], 8: [], 9: [0, 2], 10: [2]}
 
 
 @pytest.mark.parametrize(
     ("order", "done_after"),
     [
-        ("ABC", [[3], [7], [9, 10]]),
+        ("ABC", [[], [7], [3, 9, 10]]),
         ("CBA", [[10], [], [3, 7, 9]]),
-        ("BAC", [[], [3, 7], [9, 10]]),
-        ("CAB", [[10], [3, 9], [7]]),
+        ("BAC", [[], [7], [3, 9, 10]]),
+        ("CAB", [[10], [9], [3, 7]]),
     ],
     ids=["a-b-c", "c-b-a", "b-a-c", "c-a-b"],
 )
-def test_an_offset_is_done_when_every_trace_it_fed_is_finished(
+def test_an_offset_is_done_when_every_trace_it_fed_is_finished_and_no_range_pins_it(
     order: str, done_after: list[list[int]]
 ) -> None:
     assembly = TraceAssembly(LIMITS)
@@ -167,21 +168,50 @@ def test_an_offset_is_done_when_every_trace_it_fed_is_finished(
     assert assembly.finished(tid(0)) == []  # a second acknowledgement changes nothing
 
 
+def test_a_finished_trace_keeps_its_first_record_until_its_whole_range_is_done() -> None:
+    """Regression: A in records 0 and 2, B in 1 still open. Were A's offsets all done when it
+    finished, the watermark would stop at 1, and a re-read from 1 would judge A's tail alone."""
+    assembly = TraceAssembly(LIMITS)
+    offsets = PartitionOffsets()
+    for offset, rec in enumerate([record(genai(0, 1)), record(genai(1)), record(genai(0, 2))]):
+        offsets.add(offset)
+        assert assembly.add(offset, rec, now=0.0) == []
+    assembly.add(3, record(roots={0}), now=0.0)  # A's root: A closes by quiet, B stays open
+    offsets.add(3)
+    offsets.done(3)
+    assert one(assembly.due(now=10.0)).trace_id == tid(0)
+    for done in assembly.finished(tid(0)):
+        offsets.done(done)
+    assert offsets.watermark() == 0  # A's record 0 is pinned: re-read all of A, or none
+    (b,) = assembly.due(now=120.0)
+    assert assembly.finished(b.trace_id) == [0, 1]  # 1 done releases A's pin on 0
+    offsets.done(0)
+    offsets.done(1)
+    assert offsets.watermark() == 4
+
+
 @given(
     st.lists(
         st.one_of(
-            st.tuples(st.just("record"), st.frozensets(st.integers(0, 7), max_size=3)),
-            st.tuples(st.just("wait"), st.floats(0.0, 60.0)),
-            st.tuples(st.just("finish"), st.integers(0, 7)),
+            st.tuples(st.just("record"), st.frozensets(st.integers(0, 5), max_size=3)),
+            st.tuples(st.just("wait"), st.floats(0.0, 40.0)),
+            st.tuples(st.just("finish"), st.integers(0, 5)),
         ),
         max_size=120,
     )
 )
-def test_the_watermark_never_passes_a_record_with_an_unfinished_trace(
+@example(  # the regression above: 0 (with its root) in records 0 and 2; 1 open in 1
+    [("record", frozenset({0})), ("record", frozenset({1})), ("record", frozenset({0})),
+     ("wait", 10.0), ("finish", 0)]
+)
+@settings(max_examples=300, deadline=None)
+def test_the_watermark_never_passes_an_unfinished_trace_nor_lands_inside_a_finished_one(
     steps: list[tuple[str, object]],
 ) -> None:
     """Any interleaving of records, time, closes and finishes: an offset is done exactly when
-    no unfinished trace holds it, and once every trace is finished the watermark is past all."""
+    no unfinished trace holds it and no finished trace pins it (see ``not_done``); the
+    watermark is never inside a finished trace's range (first, last]; and once every trace
+    is finished the watermark is past all (no pin left behind)."""
     assembly = TraceAssembly(AssemblyLimits(quiet_s=10.0, max_wait_s=30.0))
     offsets = PartitionOffsets()
     fed: dict[int, set[str]] = {}  # offset -> traces it fed (the model)
@@ -216,10 +246,13 @@ def test_the_watermark_never_passes_a_record_with_an_unfinished_trace(
             close_due()
         elif isinstance(arg, int) and state.get(tid(arg)) == "closed":
             finish(tid(arg))
-        held = [o for o, traces in fed.items() if any(state[t] != "finished" for t in traces)]
+        held = not_done(fed, state)
         assert offsets.in_flight == len(held)
-        if fed:  # the lowest record an unfinished trace holds, or past the last one
-            assert offsets.watermark() == min(held, default=offset_after(fed))
+        if fed:  # the lowest record held or pinned, or past the last one
+            mark = offsets.watermark()
+            assert mark == min(held, default=offset_after(fed))
+            for first, last in finished_ranges(fed, state):
+                assert mark <= first or mark > last
     now += 30.0
     close_due()
     for trace_id in [t for t, s in state.items() if s == "closed"]:
@@ -230,6 +263,26 @@ def test_the_watermark_never_passes_a_record_with_an_unfinished_trace(
 
 def offset_after(fed: dict[int, set[str]]) -> int:
     return max(fed) + 1
+
+
+def finished_ranges(fed: dict[int, set[str]], state: dict[str, str]) -> list[tuple[int, int]]:
+    """(first, last) record of every finished trace."""
+    fed_by: dict[str, list[int]] = {}
+    for offset, traces in sorted(fed.items()):
+        for trace_id in traces:
+            fed_by.setdefault(trace_id, []).append(offset)
+    return [(o[0], o[-1]) for t, o in fed_by.items() if state[t] == "finished"]
+
+
+def not_done(fed: dict[int, set[str]], state: dict[str, str]) -> set[int]:
+    """The model: records fed to a trace not finished, and the first records of finished
+    traces with a record not done in (first, last]. Such a record lies above the first, so
+    deciding the pins from the highest first record down sees each one's range settled."""
+    held = {o for o, traces in fed.items() if any(state[t] != "finished" for t in traces)}
+    for first, last in sorted(finished_ranges(fed, state), reverse=True):
+        if any(first < o <= last for o in held):
+            held.add(first)
+    return held
 
 
 def test_fifty_thousand_spans_in_one_trace_are_capped_and_it_still_closes() -> None:

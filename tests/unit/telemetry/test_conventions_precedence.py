@@ -124,6 +124,38 @@ def test_precedence_and_fallback(spans: list[Span], expected: dict[str, Any]) ->
     check(map_trace(spans), expected)
 
 
+# 2 kB of brackets: json.loads raises RecursionError, not ValueError. Any application writes
+# these attributes, so such a value is read as not JSON and the trace still maps.
+DEEP = "[" * 2_000
+JSON_MIME = {SA.OUTPUT_MIME_TYPE: OpenInferenceMimeTypeValues.JSON.value}
+
+TOO_DEEP = [
+    pytest.param([chain(1, None, start=0, end=100, **{SA.OUTPUT_VALUE: DEEP}, **JSON_MIME),
+                  llm(2, 1, "q", "From LLM.", start=5, end=90)],
+                 {"answer": DEEP, "answer_span": sid(1)}, id="output-value-labelled-json"),
+    pytest.param([chain(1, None, start=0, end=100, **{SA.OUTPUT_VALUE: DEEP}),
+                  llm(2, 1, "q", "From LLM.", start=5, end=90)],
+                 {"answer": DEEP, "answer_span": sid(1)}, id="output-value-looking-like-json"),
+    pytest.param([span(1, None, {KIND: LLM, published.GEN_AI_OUTPUT_MESSAGES: DEEP,
+                                 **messages(OUT, ("assistant", "Paris."))}, start=0, end=9)],
+                 {"answer": "Paris.", "answer_span": sid(1)}, id="genai-output-messages"),
+    pytest.param([chain(1, None, start=0, end=100, **{SA.OUTPUT_VALUE: "a"}),
+                  span(2, 1, {KIND: RETRIEVER, **documents(SA.RETRIEVAL_DOCUMENTS, "Doc."),
+                              f"{SA.RETRIEVAL_DOCUMENTS}.0.{DocumentAttributes.DOCUMENT_METADATA}":
+                              DEEP}, start=1, end=2),
+                  llm(3, 1, "q", "a", start=5, end=90)],
+                 {"docs": ("Doc.",), "source": "retrieval"}, id="document-metadata"),
+]
+
+
+@pytest.mark.parametrize(("spans", "expected"), TOO_DEEP)
+def test_json_nested_too_deep_to_parse_is_read_as_not_json(
+    spans: list[Span], expected: dict[str, Any]
+) -> None:
+    check(map_trace(spans), expected)
+
+
+
 NOT_CANDIDATES = [
     pytest.param([], id="no-spans"),
     pytest.param([span(1, None, {"http.route": "/ask"}, start=0, end=5)], id="no-genai-span"),
