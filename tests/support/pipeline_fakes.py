@@ -8,12 +8,32 @@ test on a dead letter).
 from __future__ import annotations
 
 import asyncio
+from typing import NamedTuple
 
 from consumer.judge.prompt import JudgeRequest, read_data
 from consumer.judge.result import Answered, JudgeResult
 from consumer.stream.sink import Record
 from schemas.judge import JudgeAnswer
 from schemas.verdict import VerdictEvent
+
+
+class TP(NamedTuple):
+    """Stands in for aiokafka's TopicPartition (hashable, with .topic and .partition)."""
+
+    topic: str
+    partition: int
+
+
+class Rec(NamedTuple):
+    """A consumed record, as the pipeline reads it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
 
 
 class GatedJudge:

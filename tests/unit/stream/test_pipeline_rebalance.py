@@ -15,33 +15,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.stream.pipeline import Pipeline, PipelineConfig
-from tests.support.pipeline_fakes import GatedJudge, ListSink
+from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
 from tests.support.streams import trace
 from tests.support.waiting import until
-
-
-class TP(NamedTuple):
-    """Stands in for aiokafka's TopicPartition (hashable, with .topic and .partition)."""
-
-    topic: str
-    partition: int
-
-
-class Rec(NamedTuple):
-    """A consumed record, as the pipeline reads it."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes]]
 
 
 class ScriptedConsumer:

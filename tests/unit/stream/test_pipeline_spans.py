@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
@@ -22,30 +22,13 @@ from consumer.stream import span_path
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import KIND, Recorder, otlp_proto, rag_trace
-from tests.support.pipeline_fakes import GatedJudge, ListSink
+from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
 from tests.support.waiting import until
 from tests.unit.stream.test_transactional import _empty_sink, _verdict
 
 ANSWER = "Frank Herbert [1]."  # what rag_trace answers
 
 
-class TP(NamedTuple):
-    """Stands in for aiokafka's TopicPartition."""
-
-    topic: str
-    partition: int
-
-
-class Rec(NamedTuple):
-    """A consumed record, as the pipeline reads it."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes]]
 
 
 P0, P1 = TP("spans", 0), TP("spans", 1)
