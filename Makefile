@@ -45,8 +45,11 @@ test-unit: venv
 test-integration: venv kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
 
+# FORMAT=otlp_proto|otlp_json: the sample as an instrumented RAG service's spans, through the
+# real OpenTelemetry Collector when Go (or a cached build) is there, else written directly as
+# its Kafka exporter writes them; VIA=collector|direct insists on one way.
 demo: venv
-	$(BIN)/python -m scripts.demo
+	$(BIN)/python -m scripts.demo $(if $(FORMAT),--format $(FORMAT)) $(if $(VIA),--via $(VIA))
 
 bench: venv
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)

@@ -6,13 +6,15 @@ Same libraries as the worker (aiokafka, the openai SDK), same prompt size, same 
 - ``batch-gather``: ``getmany`` up to ``BATCH_SIZE`` records, ``asyncio.gather`` their judge
   calls, produce the verdicts, commit;
 - ``bare``: consume, produce a verdict-sized record, commit per batch, no judge at all: the
-  floor of what a Python consume-produce-commit loop costs.
+  floor of what a Python consume-produce-commit loop costs;
+- ``read``: consume and commit per batch, nothing else, with the worker's consumer options:
+  the most records a Python aiokafka loop reads (the span benchmarks' yardstick).
 
 A timed-out or failed judge call becomes an error verdict (as a careful user would write it).
 The SDK's own retries are off (``max_retries=0``), as in the worker, so a hang costs one
 timeout everywhere; with the SDK default (2 retries) the loops would wait three times longer.
 
-    python -m benchmarks.baselines sequential|batch-gather|bare
+    python -m benchmarks.baselines sequential|batch-gather|bare|read
 
 reads ``KAFKA_BOOTSTRAP_SERVERS``, ``TRACES_TOPIC``, ``VERDICTS_TOPIC``, ``CONSUMER_GROUP``,
 ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``JUDGE_MODEL``, ``JUDGE_TIMEOUT_SECONDS`` and
@@ -157,7 +159,24 @@ async def bare(stop: asyncio.Event) -> None:
         await producer.stop()
 
 
-LOOPS = {"sequential": sequential, "batch-gather": batch_gather, "bare": bare}
+async def read(stop: asyncio.Event) -> None:
+    """Consume and commit per batch: no decoding, no producing."""
+    consumer = AIOKafkaConsumer(
+        _env("TRACES_TOPIC"), bootstrap_servers=_env("KAFKA_BOOTSTRAP_SERVERS"),
+        group_id=_env("CONSUMER_GROUP"), enable_auto_commit=False,
+        auto_offset_reset="earliest", isolation_level="read_committed",
+    )
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            if batch:
+                await consumer.commit()
+    finally:
+        await consumer.stop()
+
+
+LOOPS = {"sequential": sequential, "batch-gather": batch_gather, "bare": bare, "read": read}
 
 
 async def _main(kind: str) -> None:

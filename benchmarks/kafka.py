@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +104,31 @@ async def fill(bootstrap: str, backlog: Backlog) -> int:
     finally:
         await producer.stop()
     return produced
+
+
+async def fill_keyed(
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]
+) -> tuple[int, int]:
+    """Produce (key, value) pairs, each to the partition its key hashes to (the exporter's
+    ``partition_traces_by_id``); returns (records, bytes) produced."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=1024 * 1024,
+        max_request_size=4 * 1024 * 1024, acks=1,
+    )
+    await producer.start()
+    count = size = 0
+    try:
+        pending: list[asyncio.Future[Any]] = []
+        for key, value in records:
+            pending.append(await producer.send(topic, value, key=key))
+            count, size = count + 1, size + len(value)
+            if len(pending) >= 2000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    return count, size
 
 
 async def end_offset(bootstrap: str, topic: str) -> int:

@@ -34,6 +34,13 @@ def memory_mb(pid: int) -> dict[str, float]:
     return found
 
 
+def run_and_wait_s(pid: int) -> tuple[float, float]:
+    """Seconds the process's main thread ran on a CPU, and waited runnable for one (its
+    run queue delay: time lost to other processes, ``/proc/PID/schedstat``)."""
+    ran, waited, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
 def machine_load() -> tuple[float, float, float]:
     """The 1, 5 and 15 minute load averages."""
     return os.getloadavg()
@@ -61,6 +68,10 @@ class Child:
     def cpu_s(self) -> float:
         """CPU seconds so far."""
         return cpu_seconds(self.pid)
+
+    def run_and_wait_s(self) -> tuple[float, float]:
+        """Its main thread's seconds on a CPU and waiting for one, so far."""
+        return run_and_wait_s(self.pid)
 
     def memory(self) -> dict[str, float]:
         """Current and peak RSS in MB."""

@@ -61,7 +61,35 @@ def markdown(results: dict[str, Any]) -> str:
             name = point["system"]
             lines.append(f"| {LABELS.get(name, name)} | {hangs['without'][name]:.1f} | "
                          f"{point['verdicts_per_s']:.1f} | {hangs['ratios'][name]:.3f} |")
+    lines += _span_tables(results)
     return "\n".join(lines) + "\n"
+
+
+def _span_tables(results: dict[str, Any]) -> list[str]:
+    """The span throughput run: the read loop, the worker, the ceiling's parts."""
+    spans = results.get("spans")
+    if not spans:
+        return []
+    lines = ["", "Span throughput (`otlp_proto`, records of 100 spans, 95% without GenAI "
+                 f"content, {spans['assembly']['TRACE_QUIET_SECONDS']} s quiet, instant judge):",
+             "", "| system | records/s | spans/s | CPU ms per record | records per CPU-s | "
+                 "waited for a CPU |", "|---|---:|---:|---:|---:|---:|"]
+    for name, run in (("bare read loop", spans["read"]), ("groundedness worker", spans["worker"])):
+        lines.append(f"| {name} | {run['records_per_s']:.0f} | {run['spans_per_s']:,} | "
+                     f"{run['cpu_ms_per_record']:.3f} | {run['records_per_cpu_s']:.0f} | "
+                     f"{run['waited_for_cpu_share']:.0%} |")
+    ceiling = spans["ceiling"]
+    parts = ceiling["parts"]
+    lines += ["", "| one-core ceiling, parts alone | CPU ms per record |", "|---|---:|",
+              f"| read (the bare loop) | {parts['read_ms']:.3f} |",
+              f"| decode (`decode_otlp`; the protobuf parse alone {parts['parse_ms']:.3f}) | "
+              f"{parts['decode_ms']:.3f} |",
+              f"| {parts['judged_per_record']:g} x judge path (map {parts['map_ms']:.3f}, "
+              f"prompt, client, verdict: {parts['verdict_ms']:.3f} a trace) | "
+              f"{parts['judged_per_record'] * parts['verdict_ms']:.3f} |",
+              f"| **ceiling** | **{1000 / ceiling['records_per_cpu_s']:.3f}** = "
+              f"{ceiling['records_per_cpu_s']:.0f} records per CPU-s |"]
+    return lines
 
 
 def plot(results: dict[str, Any], path: Path) -> None:

@@ -8,7 +8,10 @@ Writes ``benchmarks/results/latest.json`` and ``latest.md`` and draws
 ``docs/bench-throughput.png``. Scenarios: ``judge`` (the fake judges' own capacity),
 ``throughput`` (the sweep over judge concurrency), ``hangs`` (1% of calls hang until the
 timeout), ``startup``, ``rate`` (requests-per-minute limit), ``memory`` (a long backlog with
-an instant judge: peak RSS, RSS slope, and cost per verdict against a bare loop).
+an instant judge: peak RSS, RSS slope, and cost per verdict against a bare loop); on OTLP
+spans (``TRACES_FORMAT=otlp_proto``, ``span_run.py``): ``spans`` (span throughput against a
+bare read loop, and the one-core ceiling), ``spans_memory`` (RSS with ``MAX_OPEN_TRACES``
+open), ``spans_delay`` (a trace's last span to its verdict).
 Figures depend on the machine and on whatever else runs on it: compare runs made together.
 """
 
@@ -34,12 +37,14 @@ from benchmarks.kafka import Backlog, fill
 from benchmarks.procs import machine_load
 from benchmarks.report import compare, markdown, medians, plot, write_json
 from benchmarks.scenarios import Window
+from benchmarks.span_run import SPAN_DEFAULT, SPAN_QUICK, SPAN_SCENARIOS, run_spans
 from benchmarks.systems import BARE, BATCH_GATHER, SEQUENTIAL, WORKER, Bench
 from benchmarks.targets import evaluate, hang_ceiling, max_timeout_for
 from scripts.kafka.broker import kafka_bootstrap
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ("judge", "throughput", "hangs", "startup", "rate", "memory")
+TRACE_SCENARIOS = ("judge", "throughput", "hangs", "startup", "rate", "memory")
+SCENARIOS = (*TRACE_SCENARIOS, *SPAN_SCENARIOS)
 PARTITIONS = 6
 JITTER = 0.2  # the what-if point: judge latency uniform in latency * (1 +- JITTER)
 
@@ -258,12 +263,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     hang_count = int(sizes.target_concurrency / sizes.latency_s
                      * (sizes.hang_window.warmup_s + sizes.hang_window.window_s + 10) * 1.3)
     try:
-        plain = await bench.topic("plain", PARTITIONS)
         dlq = await bench.topic("dlq")
-        t0 = time.monotonic()
-        size = await fill(bench.bootstrap, Backlog(plain, plain_count, PARTITIONS))
-        say(f"backlog: {plain_count} traces ({size / plain_count:.0f} bytes each on average) "
-            f"in {time.monotonic() - t0:.1f} s")
+        plain = ""
+        if chosen & {"throughput", "hangs", "startup", "rate", "memory"}:
+            plain = await bench.topic("plain", PARTITIONS)
+            t0 = time.monotonic()
+            size = await fill(bench.bootstrap, Backlog(plain, plain_count, PARTITIONS))
+            say(f"backlog: {plain_count} traces ({size / plain_count:.0f} bytes each on "
+                f"average) in {time.monotonic() - t0:.1f} s")
         if "judge" in chosen:
             say("fake judge capacity (the worker's judge client, 64 concurrent, no Kafka):")
             results["judge_check"] = await judge_check(bench, sizes)
@@ -307,6 +314,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["memory"], results["cost"] = await memory_and_cost(
                 bench, sizes, plain, dlq, cap
             )
+        if chosen & set(SPAN_SCENARIOS):
+            results |= await run_spans(bench, SPAN_QUICK if args.quick else SPAN_DEFAULT,
+                                       chosen, dlq, say)
     finally:
         await bench.cleanup()
     results["meta"]["load_after"] = machine_load()
@@ -337,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.median:
         table = medians([json.loads(path.read_text()) for path in args.median])
+        args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "median.md").write_text(table)
         say(table)
         return 0

@@ -7,9 +7,12 @@ import json
 import os
 import subprocess
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from benchmarks.kafka import delete_topics
 from benchmarks.procs import Child, groundedness, python_module, spawn
@@ -19,6 +22,7 @@ WORKER = "worker"
 SEQUENTIAL = "sequential"
 BATCH_GATHER = "batch-gather"
 BARE = "bare"
+READ = "read"  # consume and commit only: the span benchmarks' yardstick
 SYSTEMS = (WORKER, BATCH_GATHER, SEQUENTIAL)
 
 # Variables a developer's shell may hold that would change what is measured.
@@ -26,6 +30,7 @@ _SCRUBBED = (
     "JUDGE_REQUESTS_PER_MINUTE", "JUDGE_TOKENS_PER_MINUTE", "JUDGE_MAX_CONCURRENCY",
     "JUDGE_TIMEOUT_SECONDS", "LOG_LEVEL", "LOG_FORMAT", "DELIVERY", "CONTEXT_FIELD",
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
+    "TRACES_FORMAT", "TRACE_QUIET_SECONDS", "TRACE_MAX_WAIT_SECONDS", "MAX_OPEN_TRACES",
 )
 
 
@@ -44,10 +49,23 @@ class Bench:
         self._serial += 1
         return f"bench-{self.tag}-{what}-{self._serial}"
 
-    async def topic(self, what: str, partitions: int = 1) -> str:
-        """Create a fresh topic (deleted at the end of the harness run)."""
+    async def topic(
+        self, what: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> str:
+        """Create a fresh topic (deleted at the end of the harness run), with ``config``
+        (e.g. ``message.timestamp.type``) if given."""
         name = self.name(what)
-        await create_topics(self.bootstrap, {name: partitions})
+        if config:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            await admin.start()
+            try:
+                await admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                                    replication_factor=1,
+                                                    topic_configs=dict(config))])
+            finally:
+                await admin.close()
+        else:
+            await create_topics(self.bootstrap, {name: partitions})
         self.topics.append(name)
         return name
 
@@ -116,6 +134,7 @@ class RunSpec:
     requests_per_minute: int | None = None
     log_level: str = "info"
     profile_to: Path | None = None  # the worker under cProfile (.prof) or pyinstrument
+    env: Mapping[str, str] = field(default_factory=dict)  # more settings (TRACES_FORMAT, ...)
 
 
 def start_system(bench: Bench, spec: RunSpec) -> Child:
@@ -138,6 +157,7 @@ def start_system(bench: Bench, spec: RunSpec) -> Child:
         "LOG_LEVEL": spec.log_level,
         "LOG_FORMAT": "json",
     }
+    env |= spec.env
     if spec.requests_per_minute:
         env["JUDGE_REQUESTS_PER_MINUTE"] = str(spec.requests_per_minute)
     if spec.system != WORKER:

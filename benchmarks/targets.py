@@ -10,6 +10,11 @@ PEAK_RSS_TARGET_MB = 250.0
 FLAT_RSS_MB_PER_MIN = 2.0
 UTILISATION_TARGET = 0.90
 STARTUP_TARGET_S = 2.0
+SPAN_READ_TARGET = 0.5  # of the bare read loop's record rate
+SPAN_CEILING_TARGET = 0.9  # of the one-core ceiling (span_ceiling.py)
+SPAN_PEAK_RSS_TARGET_MB = 300.0
+SPAN_FLAT_GROWTH = 0.05  # the second half's RSS peak over the first's (a saw: see span_scenarios)
+SPAN_DELAY_EXCESS_S = 0.5  # over TRACE_QUIET_SECONDS + the judge's latency
 
 
 def hang_ceiling(latency_s: float, timeout_s: float, hang_share: float) -> float:
@@ -132,6 +137,72 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
             "goal": "<= 1",
             "met": seconds <= STARTUP_TARGET_S,
         })
+    rows += span_rows(results)
+    return rows
+
+
+def span_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The span scenarios' targets (``TRACES_FORMAT=otlp_proto``)."""
+    rows: list[dict[str, Any]] = []
+    spans = results.get("spans")
+    if spans:
+        worker, read, ceiling = spans["worker"], spans["read"], spans["ceiling"]
+        rows.append({
+            "target": "span throughput",
+            "measured": f"{worker['records_per_s']:.0f} records/s = {worker['spans_per_s']:,} "
+                        f"spans/s through one worker ({worker['verdicts']} verdicts)",
+            "bound": f"bare read loop {read['records_per_s']:.0f} records/s "
+                     f"({read['spans_per_s']:,} spans/s)",
+            "ratio": spans["ratio_to_read"],
+            "goal": f">= {SPAN_READ_TARGET}",
+            "met": (spans["ratio_to_read"] or 0) >= SPAN_READ_TARGET,
+        })
+        parts = ceiling["parts"]
+        rows.append({
+            "target": "span throughput, one-core ceiling",
+            "measured": f"{worker['records_per_cpu_s']:.0f} records per CPU-second "
+                        f"({worker['cpu_ms_per_record']:.3f} ms each); wall: "
+                        f"{spans['wall_ratio_to_ceiling']:.3f} of it, waiting for a CPU "
+                        f"{worker['waited_for_cpu_share']:.0%} of the time",
+            "bound": f"{ceiling['records_per_cpu_s']:.0f}/CPU-s: read {parts['read_ms']:.3f} + "
+                     f"decode {parts['decode_ms']:.3f} + {parts['judged_per_record']:g} x judge "
+                     f"path {parts['verdict_ms']:.3f} ms",
+            "ratio": spans["ratio_to_ceiling"],
+            "goal": f">= {SPAN_CEILING_TARGET}",
+            "met": (spans["ratio_to_ceiling"] or 0) >= SPAN_CEILING_TARGET,
+        })
+    memory = results.get("spans_memory")
+    if memory:
+        first, growth = memory["first_half_peak_mb"], memory["growth_mb"]
+        flat = growth is not None and growth <= SPAN_FLAT_GROWTH * first
+        cap = memory["assembly"]["MAX_OPEN_TRACES"]
+        rows.append({
+            "target": "span memory",
+            "measured": f"peak {memory['peak_rss_mb']:.0f} MB; second half's peak {growth:+} MB "
+                        f"on the first's ({first:.0f} MB) over {memory['spans']:,} spans, "
+                        f"MAX_OPEN_TRACES={cap} (most open at a pause: "
+                        f"{memory['most_open_traces']})",
+            "bound": f"{SPAN_PEAK_RSS_TARGET_MB:.0f} MB, flat",
+            "ratio": round(memory["peak_rss_mb"] / SPAN_PEAK_RSS_TARGET_MB, 3),
+            "goal": f"<= 1 and growth <= {SPAN_FLAT_GROWTH:.0%}",
+            "met": memory["peak_rss_mb"] <= SPAN_PEAK_RSS_TARGET_MB and flat
+            and memory["finished"],
+        })
+    delay = results.get("spans_delay")
+    if delay and delay["excess_max_s"] is not None:
+        quiet = delay["assembly"]["TRACE_QUIET_SECONDS"]
+        rows.append({
+            "target": "span delay",
+            "measured": f"last span to verdict, beyond {quiet} s quiet + "
+                        f"{delay['judge_latency_s']:g} s judge: p50 {delay['excess_p50_s']} s, "
+                        f"p95 {delay['excess_p95_s']} s, max {delay['excess_max_s']} s "
+                        f"({delay['matched']} traces)",
+            "bound": f"{SPAN_DELAY_EXCESS_S:g} s for every trace",
+            "ratio": round(delay["excess_max_s"] / SPAN_DELAY_EXCESS_S, 3),
+            "goal": "max < 1",
+            "met": delay["excess_max_s"] < SPAN_DELAY_EXCESS_S
+            and delay["matched"] == delay["verdicts_expected"],
+        })
     return rows
 
 
@@ -154,6 +225,17 @@ def headline(results: dict[str, Any]) -> dict[str, float]:
         numbers["rate_limit.utilisation"] = rate["utilisation"]
     if startup := results.get("startup"):
         numbers["startup.first_judge_call_s"] = startup["first_judge_call_s"]
+    if spans := results.get("spans"):
+        numbers["spans.worker_records_per_s"] = spans["worker"]["records_per_s"]
+        numbers["spans.worker_records_per_cpu_s"] = spans["worker"]["records_per_cpu_s"]
+        numbers["spans.read_records_per_s"] = spans["read"]["records_per_s"]
+        numbers["spans.ceiling_records_per_cpu_s"] = spans["ceiling"]["records_per_cpu_s"]
+        numbers["spans.decode_ms"] = spans["ceiling"]["parts"]["decode_ms"]
+    if span_memory := results.get("spans_memory"):
+        numbers["spans_memory.peak_rss_mb"] = span_memory["peak_rss_mb"]
+    if span_delay := results.get("spans_delay"):
+        numbers["spans_delay.excess_p95_s"] = span_delay["excess_p95_s"]
+        numbers["spans_delay.excess_max_s"] = span_delay["excess_max_s"]
     for check in results.get("judge_check", []):
         key = f"judge_check.{check['server']}@{check['latency_s']:g}s"
         numbers[key] = check["requests_per_s"]

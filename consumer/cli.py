@@ -79,7 +79,13 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser(
         "check", help="judge traces from a JSON or JSON-lines file, without Kafka"
     )
-    check.add_argument("file", metavar="FILE", help="one trace JSON or JSON lines; - for stdin")
+    check.add_argument("file", metavar="FILE",
+                       help="one JSON document or JSON lines; - for stdin")
+    check.add_argument("--format", dest="file_format", default="auto",
+                       choices=("auto", "trace_json", "otlp_json"),
+                       help="trace events, or OTLP JSON spans (TracesData, one per line or one "
+                            "document) assembled into traces; auto (the default): OTLP JSON "
+                            "when the first JSON object has resourceSpans")
     check.set_defaults(command=_check)
 
     evaluate = commands.add_parser("eval", help="measure the judge against labelled traces")
@@ -161,7 +167,7 @@ def _check(args: argparse.Namespace) -> int:
                 else read_text(Path(args.file)))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"check: cannot read {args.file}: {exc}") from exc
-    return asyncio.run(check(settings, text))
+    return asyncio.run(check(settings, text, args.file_format))
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -3,10 +3,16 @@
 Starts Kafka (scripts/kafka-local) unless KAFKA_BOOTSTRAP_SERVERS is set, and the offline
 local judge unless OPENAI_API_KEY is set; loads the sample into fresh topics; runs
 `groundedness run` until every trace is judged; stops it with SIGTERM; prints a summary.
+
+`--format otlp_proto|otlp_json` (`make demo FORMAT=...`): the sample goes in as the spans of an
+instrumented RAG service instead (scripts/demo_spans.py: through the real OpenTelemetry
+Collector when it can run here, else written directly as its Kafka exporter writes them), and
+the worker assembles them into traces (TRACES_FORMAT) before judging: the same summary.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -14,8 +20,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from aiokafka import AIOKafkaConsumer
@@ -24,11 +32,27 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from consumer.commands.sample import sample_traces
+from scripts.demo_spans import VIAS, Via, emit_sample
 from scripts.kafka.broker import create_topics
+from scripts.span_transport import SpanEncoding
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 console = Console()
+FORMATS = ("trace_json", *get_args(SpanEncoding))
+# Short for the demo, so it ends soon after the last span: a trace is judged this long after
+# its last span arrived (the default, 10 s, leaves room for slow spans in production).
+DEMO_QUIET_SECONDS = "2"
+DEMO_MAX_WAIT_SECONDS = "30"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The traces the demo put in: each one's label, and the ones that must get a verdict."""
+
+    labels: dict[str, str]  # trace id (as the verdict names it) -> label
+    judged: set[str]  # the trace ids with an answer (the rest are skipped: empty output)
+    title: str
 
 
 def start_kafka() -> str:
@@ -70,32 +94,31 @@ def start_local_judge(env: dict[str, str]) -> subprocess.Popen[bytes] | None:
 
 
 async def collect(
-    bootstrap: str, topic: str, expected: int, timeout_s: float
-) -> list[dict[str, Any]]:
+    bootstrap: str, topic: str, expected: set[str], timeout_s: float
+) -> dict[str, dict[str, Any]]:
+    """Every verdict on ``topic`` by trace id, until each of ``expected`` has one."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await consumer.start()
     verdicts: dict[str, dict[str, Any]] = {}
     columns = [*Progress.get_default_columns()[:-1], MofNCompleteColumn(), TimeElapsedColumn()]
     try:
         with Progress(*columns, BarColumn(bar_width=0), console=console) as progress:
-            task = progress.add_task("judging", total=expected)
+            task = progress.add_task("judging", total=len(expected))
             deadline = time.monotonic() + timeout_s
-            while len(verdicts) < expected and time.monotonic() < deadline:
+            while not expected <= verdicts.keys() and time.monotonic() < deadline:
                 for records in (await consumer.getmany(timeout_ms=500)).values():
                     for record in records:
                         verdict = json.loads(record.value or b"{}")
                         verdicts[verdict["trace_id"]] = verdict
-                progress.update(task, completed=len(verdicts))
+                progress.update(task, completed=len(expected & verdicts.keys()))
     finally:
         await consumer.stop()
-    return list(verdicts.values())
+    return verdicts
 
 
-def summarise(
-    verdicts: list[dict[str, Any]], traces: list[dict[str, Any]], elapsed_s: float
-) -> None:
-    labels = {t["trace_id"]: t["metadata"]["label"] for t in traces}
-    skipped = sum(1 for t in traces if not (t.get("output") or "").strip())
+def summarise(verdicts: list[dict[str, Any]], sample: Sample, elapsed_s: float) -> None:
+    labels = sample.labels
+    skipped = len(labels) - len(sample.judged)
     counts = {
         kind: sum(1 for v in verdicts if v["verdict"] == kind) for kind in ("pass", "fail", "error")
     }
@@ -109,7 +132,7 @@ def summarise(
         if group:
             recalls.append(sum(1 for v in group if v["verdict"] == outcome) / len(group))
 
-    table = Table(title=f"groundedness demo: {len(traces)} sample traces")
+    table = Table(title=sample.title)
     table.add_column("outcome")
     table.add_column("traces", justify="right")
     for kind, count in counts.items():
@@ -123,16 +146,71 @@ def summarise(
     console.print(table)
 
 
-def main() -> int:
+def load_trace_events(env: dict[str, str], bootstrap: str) -> Sample:
+    """The sample as trace events on TRACES_TOPIC (`groundedness load-sample`)."""
+    traces = sample_traces()
+    env["TRACES_FORMAT"] = "trace_json"  # whatever the caller's shell says
+    # Traces over 3 partitions, so records finish out of order.
+    topics = {env["TRACES_TOPIC"]: 3, env["VERDICTS_TOPIC"]: 1, env["DLQ_TOPIC"]: 1}
+    asyncio.run(create_topics(bootstrap, topics))
+    subprocess.run([str(BIN / "groundedness"), "load-sample"], env=env, check=True)
+    return Sample(
+        labels={t["trace_id"]: t["metadata"]["label"] for t in traces},
+        judged={t["trace_id"] for t in traces if (t.get("output") or "").strip()},
+        title=f"groundedness demo: {len(traces)} sample traces",
+    )
+
+
+def emit_spans(env: dict[str, str], bootstrap: str, encoding: SpanEncoding, via: Via) -> Sample:
+    """The sample as an instrumented RAG service's spans on TRACES_TOPIC, and the worker
+    set to read them."""
+    topics = {env["TRACES_TOPIC"]: 3, env["VERDICTS_TOPIC"]: 1, env["DLQ_TOPIC"]: 1}
+    asyncio.run(create_topics(bootstrap, topics))
+    emitted = emit_sample(bootstrap, env["TRACES_TOPIC"], encoding, via, console.print)
+    answered = emitted.traffic.answered
+    console.print(
+        f"spans: {len(answered)} RAG requests and {len(emitted.traffic.other_trace_ids)} other "
+        f"traces (index build, health checks, API calls), {emitted.spans} spans in {encoding}"
+        f"\n  {emitted.way} -> {env['TRACES_TOPIC']}"
+    )
+    quiet = env.setdefault("TRACE_QUIET_SECONDS", DEMO_QUIET_SECONDS)
+    env.setdefault("TRACE_MAX_WAIT_SECONDS", DEMO_MAX_WAIT_SECONDS)
+    env["TRACES_FORMAT"] = encoding
+    whose = "the demo's; the default is 10" if quiet == DEMO_QUIET_SECONDS else "yours"
+    console.print(
+        f"worker: TRACES_FORMAT={encoding}, TRACE_QUIET_SECONDS={quiet} ({whose}): a trace is "
+        "judged that long after its last span"
+    )
+    return Sample(
+        labels={t.trace_id: t.request.label or "" for t in answered},
+        judged={t.trace_id for t in answered if t.request.answer.strip()},
+        title=f"groundedness demo: {len(answered)} traces, {encoding}",
+    )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m scripts.demo", description=__doc__)
+    parser.add_argument("--format", choices=FORMATS, default="trace_json",
+                        help="what the worker reads: trace events, or OTLP spans (default: "
+                        "trace_json)")
+    parser.add_argument("--via", choices=VIAS, default="auto",
+                        help="spans only: through the collector, directly to Kafka, or the "
+                        "collector when it can run here (default: auto)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     env = dict(os.environ)
     env.setdefault("MIN_ACCEPTABLE_SCORE", "0.5")
     env.setdefault("LOG_LEVEL", "warning")
     env.setdefault("HEALTH_PORT", "0")
     bootstrap = start_kafka()
     tag = time.strftime("%Y%m%d-%H%M%S")
+    kind = "traces" if args.format == "trace_json" else "spans"
     env |= {
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "TRACES_TOPIC": f"demo-traces-{tag}",
+        "TRACES_TOPIC": f"demo-{kind}-{tag}",
         "VERDICTS_TOPIC": f"demo-verdicts-{tag}",
         "DLQ_TOPIC": f"demo-dlq-{tag}",
         "CONSUMER_GROUP": f"demo-{tag}",
@@ -140,22 +218,24 @@ def main() -> int:
     judge = start_local_judge(env)
     worker: subprocess.Popen[bytes] | None = None
     try:
-        traces = sample_traces()
-        # Traces over 3 partitions, so records finish out of order.
-        topics = {env["TRACES_TOPIC"]: 3, env["VERDICTS_TOPIC"]: 1, env["DLQ_TOPIC"]: 1}
-        asyncio.run(create_topics(bootstrap, topics))
-        subprocess.run([str(BIN / "groundedness"), "load-sample"], env=env, check=True)
+        if args.format == "trace_json":
+            sample = load_trace_events(env, bootstrap)
+        else:
+            sample = emit_spans(env, bootstrap, args.format, args.via)
         started = time.monotonic()
         worker = subprocess.Popen([str(BIN / "groundedness"), "run"], env=env)
-        expected = sum(1 for t in traces if (t.get("output") or "").strip())
-        verdicts = asyncio.run(collect(bootstrap, env["VERDICTS_TOPIC"], expected, 900))
+        found = asyncio.run(collect(bootstrap, env["VERDICTS_TOPIC"], sample.judged, 900))
         elapsed = time.monotonic() - started
         worker.send_signal(signal.SIGTERM)
         code = worker.wait(timeout=60)
-        summarise(verdicts, traces, elapsed)
-        if len(verdicts) != expected or code != 0:
+        verdicts = [v for trace_id, v in found.items() if trace_id in sample.judged]
+        summarise(verdicts, sample, elapsed)
+        # A verdict for anything else (a health check, the index build) is a bug.
+        stray = sorted(found.keys() - sample.judged)
+        if len(verdicts) != len(sample.judged) or stray or code != 0:
             console.print(
-                f"[red]incomplete: {len(verdicts)}/{expected} verdicts, worker exit {code}[/]"
+                f"[red]incomplete: {len(verdicts)}/{len(sample.judged)} verdicts, "
+                f"{len(stray)} for traces that must have none, worker exit {code}[/]"
             )
             return 1
         return 0

@@ -4,6 +4,10 @@ Both read traces from a file, judge them concurrently (the judge holds at most
 ``JUDGE_MAX_CONCURRENCY`` calls; at most ``max_in_flight`` evaluations are started ahead) and
 take the results in input order. ``check`` prints one verdict JSON line per trace; ``eval``
 compares the verdicts with labels (``consumer.commands.calibration``).
+
+``check`` reads trace events (``trace_json``) or OpenTelemetry spans (``otlp_json``, assembled
+into traces by ``otlp_file``), one JSON document or JSON lines either way. ``auto`` tells them
+apart by the first JSON object: OTLP JSON has ``resourceSpans``, a trace event never does.
 """
 
 from __future__ import annotations
@@ -12,37 +16,44 @@ import asyncio
 import json
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Coroutine, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from consumer.commands.calibration import Confusion, best_threshold, confusion, roc_auc
+from consumer.commands.otlp_file import read_otlp_chunks
 from consumer.commands.progress import Reporter
 from consumer.errors import ConfigError, DecodeError
-from consumer.evaluate import Evaluation, Evaluator
+from consumer.evaluate import Evaluation
 from consumer.jsonl import numbered_lines, parse_labelled, read_text
 from consumer.settings import Settings
 from consumer.stream.decode import decode_trace
+from consumer.verdicts import TraceOrigin
 from consumer.wiring import make_evaluator, max_in_flight
 from schemas.trace import TraceEvent
 
 EXIT_OK = 0
 EXIT_NOT_ALL_JUDGED = 1
 
+CheckFormat = Literal["auto", "trace_json", "otlp_json"]
+CHECK_FORMATS: tuple[CheckFormat, ...] = ("auto", "trace_json", "otlp_json")
+_OTLP_KEYS = ("resourceSpans", "resource_spans")
+
 
 async def evaluate_in_order(
-    evaluator: Evaluator, traces: Iterable[TraceEvent], limit: int
+    evaluations: Iterable[Coroutine[Any, Any, Evaluation]], limit: int
 ) -> AsyncIterator[Evaluation]:
-    """Evaluate concurrently, at most ``limit`` started ahead; yield in input order."""
+    """Run the evaluations concurrently, at most ``limit`` started ahead; yield them in input
+    order. ``evaluations`` is lazy (a generator): each is created when its turn comes."""
     pending: deque[asyncio.Task[Evaluation]] = deque()
     try:
-        for trace in traces:
+        for evaluation in evaluations:
             if len(pending) >= limit:
                 yield await pending.popleft()
-            pending.append(asyncio.create_task(evaluator.evaluate(trace)))
+            pending.append(asyncio.create_task(evaluation))
         while pending:
             yield await pending.popleft()
     finally:
@@ -55,19 +66,60 @@ async def evaluate_in_order(
 
 @dataclass(frozen=True, slots=True)
 class Numbered:
-    """A trace and the input line it came from."""
+    """A trace and the input line it came from (its first span's, for spans)."""
 
     line: int
     trace: TraceEvent
+    origin: TraceOrigin | None = None  # set for a trace assembled from spans
+
+
+@dataclass(slots=True)
+class CheckInput:
+    """What ``check`` read: traces to judge, in input order, and what it reports on stderr."""
+
+    traces: list[Numbered] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # not read: the exit code is 1
+    skipped: list[str] = field(default_factory=list)  # read, empty answer: no verdict
+
+
+def read_check_input(text: str, file_format: CheckFormat = "auto") -> CheckInput:
+    """The file's traces in ``file_format`` (``auto``: told by its first JSON object)."""
+    whole, chunks = _document_or_lines(text)
+    if file_format == "auto":
+        file_format = "otlp_json" if _looks_like_otlp(whole, chunks) else "trace_json"
+    if file_format == "otlp_json":
+        otlp = read_otlp_chunks(chunks)
+        traces = [Numbered(item.line, item.candidate.trace, item.candidate.origin)
+                  for item in otlp.traces]
+        return CheckInput(traces, otlp.problems, otlp.skipped)
+    events, problems = _decode_events(chunks)
+    found = CheckInput(problems=problems)
+    for item in events:
+        if item.trace.has_output:
+            found.traces.append(item)
+        else:
+            found.skipped.append(f"line {item.line}: trace {item.trace.trace_id!r} has an "
+                                 "empty output: not evaluated, no verdict")
+    return found
 
 
 def read_traces(text: str) -> tuple[list[Numbered], list[str]]:
-    """The traces in one JSON document or in JSON lines, and a message per unusable line."""
+    """The trace events in one JSON document or in JSON lines, and a message per unusable
+    line."""
+    return _decode_events(_document_or_lines(text)[1])
+
+
+def _document_or_lines(text: str) -> tuple[object, list[tuple[int, str]]]:
+    """The text parsed whole (None when it is not one JSON value), and the chunks to decode:
+    the text itself when it is one JSON object (pretty-printed over lines), else its lines."""
     try:
         whole = json.loads(text)
     except ValueError:
         whole = None
-    chunks = [(1, text)] if isinstance(whole, dict) else numbered_lines(text)
+    return whole, [(1, text)] if isinstance(whole, dict) else list(numbered_lines(text))
+
+
+def _decode_events(chunks: Iterable[tuple[int, str]]) -> tuple[list[Numbered], list[str]]:
     traces: list[Numbered] = []
     problems: list[str] = []
     for number, chunk in chunks:
@@ -78,32 +130,39 @@ def read_traces(text: str) -> tuple[list[Numbered], list[str]]:
     return traces, problems
 
 
-async def check(settings: Settings, text: str) -> int:
+def _looks_like_otlp(whole: object, chunks: list[tuple[int, str]]) -> bool:
+    """Does the first JSON object (the whole document, or the first line that is one) have
+    ``resourceSpans``?"""
+    if isinstance(whole, dict):
+        return any(key in whole for key in _OTLP_KEYS)
+    for _, chunk in chunks:
+        try:
+            first = json.loads(chunk)
+        except ValueError:
+            continue
+        if isinstance(first, dict):
+            return any(key in first for key in _OTLP_KEYS)
+    return False
+
+
+async def check(settings: Settings, text: str, file_format: CheckFormat = "auto") -> int:
     """Print a verdict line per trace, in input order; the exit code."""
     evaluator = make_evaluator(settings)  # refuses without an API key, before reading
-    traces, problems = read_traces(text)
-    for problem in problems:
-        print(f"check: {problem}", file=sys.stderr)
-    judged: list[Numbered] = []
-    for item in traces:
-        if item.trace.has_output:
-            judged.append(item)
-        else:
-            print(
-                f"check: line {item.line}: trace {item.trace.trace_id!r} has an empty output: "
-                "not evaluated, no verdict", file=sys.stderr,
-            )
+    found = read_check_input(text, file_format)
+    for message in (*found.problems, *found.skipped):
+        print(f"check: {message}", file=sys.stderr)
     errors = 0
     try:
         results = evaluate_in_order(
-            evaluator, (item.trace for item in judged), max_in_flight(settings)
+            (evaluator.evaluate(item.trace, origin=item.origin) for item in found.traces),
+            max_in_flight(settings),
         )
         async for evaluation in results:
             errors += evaluation.verdict.verdict == "error"
             print(evaluation.verdict.model_dump_json(), flush=True)
     finally:
         await evaluator.judge.close()
-    return EXIT_NOT_ALL_JUDGED if errors or problems else EXIT_OK
+    return EXIT_NOT_ALL_JUDGED if errors or found.problems else EXIT_OK
 
 
 # -- eval -------------------------------------------------------------------------------------
@@ -155,7 +214,7 @@ async def evaluate_dataset(settings: Settings, rows: list[Labelled]) -> dict[str
     try:
         with Reporter("eval", len(judged)) as progress:
             results = evaluate_in_order(
-                evaluator, (row.trace for row in judged), max_in_flight(settings)
+                (evaluator.evaluate(row.trace) for row in judged), max_in_flight(settings)
             )
             index = 0
             async for evaluation in results:

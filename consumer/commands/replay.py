@@ -10,6 +10,12 @@ the window's records, and its commit callable records watermarks and stops the r
 record of the window has its outcome acknowledged. A dry run reads the same window and only
 classifies records, without judging or publishing.
 
+A span topic (``TRACES_FORMAT=otlp_proto|otlp_json``) replays the traces whose first span is in
+the window, judged whole: past ``--to`` each partition is read on (up to its end offset when
+the replay started) until the traces opened in the window have closed, and time is the log's,
+so they close as the live worker would have closed them (``replay_spans.py``). Its dry run
+goes through the same pipeline with a judge that only counts and a sink that sends nothing.
+
 Verdict ids are deterministic, so replaying a window again overwrites rather than multiplies.
 """
 
@@ -29,10 +35,12 @@ from aiokafka.errors import KafkaError
 
 from consumer import wiring
 from consumer.commands.progress import Reporter
+from consumer.commands.replay_spans import LogClock, SpanDryRun
 from consumer.commands.replay_summary import (
     DEFAULT_PRICE_PER_MILLION_TOKENS,
     DryRun,
     RecordingSink,
+    SpanWindow,
     Tally,
     summarise,
 )
@@ -44,6 +52,7 @@ from consumer.settings import Settings
 from consumer.stream import aiokafka_compat
 from consumer.stream.partitions import Partition
 from consumer.stream.pipeline import Pipeline
+from consumer.stream.sink import VerdictSink
 
 log = structlog.get_logger(__name__)
 
@@ -87,8 +96,9 @@ class ReplayRequest:
 
 async def plan(
     consumer: AIOKafkaConsumer, topic: str, start_ms: int, end_ms: int | None
-) -> dict[Partition, tuple[int, int]]:
-    """Each partition's ``[start, stop)`` offsets for the window."""
+) -> dict[Partition, tuple[int, int, int]]:
+    """Each partition's ``(start, stop, end)``: the window is ``[start, stop)``; ``end`` is its
+    end offset now (a span topic reads on to it while the window's traces are open)."""
     # Asked of the whole cluster first: a metadata request naming a missing topic could
     # auto-create it.
     if topic not in await consumer.topics():
@@ -109,7 +119,10 @@ async def plan(
     def first_at(found: Any, tp: Partition) -> int:
         return int(found.offset) if found is not None else int(ends[tp])
 
-    return {tp: (first_at(firsts[tp], tp), first_at(lasts.get(tp), tp)) for tp in partitions}
+    return {
+        tp: (first_at(firsts[tp], tp), first_at(lasts.get(tp), tp), int(ends[tp]))
+        for tp in partitions
+    }
 
 
 async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
@@ -126,20 +139,28 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
     try:
         await wiring.start(reader, settings, "replay reader")
         end_ms = epoch_ms(request.end) if request.end else None
-        spans = await plan(reader, request.topic, epoch_ms(request.start), end_ms)
-        window = Window(spans, stop)
-        reader.assign(list(spans))
+        bounds = await plan(reader, request.topic, epoch_ms(request.start), end_ms)
+        span_topic = settings.traces_format != "trace_json"
+        window = Window({tp: (first, past) for tp, (first, past, _) in bounds.items()}, stop,
+                        ends={tp: end for tp, (_, _, end) in bounds.items()} if span_topic
+                        else None)
+        reader.assign(list(bounds))
         for tp, offset in window.starts().items():
             reader.seek(tp, offset)
-        reached = [tp for tp in spans if window.is_reached(tp)]
-        if reached:
-            reader.pause(*reached)
-        log.info("replay_starting", topic=request.topic, partitions=len(spans),
+        parked = [tp for tp in bounds if window.is_parked(tp)]
+        if parked:
+            reader.pause(*parked)
+        log.info("replay_starting", topic=request.topic, partitions=len(bounds),
                  offsets=window.total, dry_run=request.dry_run)
         started = time.monotonic()
         with Reporter("replay", window.total) as progress:
             window.on_progress = progress.update
             window.check()
+            if span_topic:
+                summary = await _replay_spans(settings, request, window, reader, evaluator,
+                                              started)
+                progress.update(window.completed)
+                return summary
             if evaluator is None:
                 dry = await _dry_run(
                     WindowConsumer(reader, window), window, wiring.limits(settings)
@@ -152,7 +173,7 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
                     price_per_million_tokens=request.price_per_million_tokens,
                 )
             tally = Tally()
-            outcomes = await _judge(settings, window, reader, evaluator, tally)
+            outcomes = (await _judge(settings, window, reader, evaluator, tally)).outcomes
             progress.update(window.completed)
         # Every record read gets exactly one outcome, so once complete this counts them all.
         records = sum(outcomes.values())
@@ -172,19 +193,66 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
 async def _judge(
     settings: Settings, window: Window, reader: AIOKafkaConsumer, evaluator: Evaluator,
     tally: Tally,
-) -> Counter[str]:
+) -> Pipeline:
     producer = wiring.create_producer(settings)
     try:  # from before the start: a producer that failed to start is closed too
         await wiring.start(producer, settings, "producer")
         sink = RecordingSink(wiring.verdict_sink(settings, producer), tally)
-        pipeline = Pipeline(WindowConsumer(reader, window), sink, evaluator, window.commit,
-                            wiring.pipeline_config(settings))
-        # No group, so no rebalance listener: give the pipeline its partitions' state here.
-        await pipeline.on_partitions_assigned(window.starts().keys())
-        await pipeline.run(window.stop)
-        return pipeline.outcomes
+        return await _run_pipeline(settings, window, reader, evaluator, sink)
     finally:
         await producer.stop()
+
+
+async def _run_pipeline(
+    settings: Settings, window: Window, reader: AIOKafkaConsumer, evaluator: Evaluator,
+    sink: VerdictSink,
+) -> Pipeline:
+    consumer = WindowConsumer(reader, window)
+    pipeline = Pipeline(consumer, sink, evaluator, window.commit,
+                        wiring.pipeline_config(settings))
+    if pipeline.span_path is not None:  # the log's time; traces open only inside the window
+        pipeline.span_path.read_log(LogClock(window), window.stops())
+        consumer.open_traces = pipeline.span_path.open_on
+        consumer.on_held_fetch = pipeline.span_path.close_stalled
+    # No group, so no rebalance listener: give the pipeline its partitions' state here.
+    await pipeline.on_partitions_assigned(window.starts().keys())
+    await pipeline.run(window.stop)
+    return pipeline
+
+
+async def _replay_spans(
+    settings: Settings, request: ReplayRequest, window: Window, reader: AIOKafkaConsumer,
+    evaluator: Evaluator | None, started: float,
+) -> dict[str, Any]:
+    """A span topic's window: judged through the pipeline, or (a dry run) only assembled."""
+    tally, outcomes, dry = Tally(), Counter[str](), None
+    if evaluator is None:
+        assert settings.traces_format != "trace_json"  # noqa: S101 - the caller checked
+        spans = SpanDryRun(settings.traces_format, wiring.assembly_limits(settings),
+                           wiring.limits(settings), window, wiring.max_uncommitted_spans(settings))
+        consumer = WindowConsumer(reader, window)
+        consumer.open_traces = spans.open_on
+        await _dry_run_spans(consumer, window, spans)
+        dry, counts = spans.dry, spans.counts
+        outcomes.update(no_candidate=spans.no_candidate)
+    else:
+        pipeline = await _judge(settings, window, reader, evaluator, tally)
+        assert pipeline.span_path is not None  # noqa: S101 - the settings name a span format
+        outcomes, counts = pipeline.outcomes, pipeline.span_path.counts
+    return summarise(
+        request.describe(window.complete), window.records, time.monotonic() - started,
+        outcomes, tally, dry=dry, price_per_million_tokens=request.price_per_million_tokens,
+        spans=SpanWindow(counts, outcomes["no_candidate"], window.read_on),
+    )
+
+
+async def _dry_run_spans(consumer: WindowConsumer, window: Window, spans: SpanDryRun) -> None:
+    while not window.stop.is_set():
+        batches = await consumer.getmany(timeout_ms=200, max_records=500)
+        for tp, records in batches.items():
+            spans.read(tp, records)
+        spans.close_due()
+        await window.commit(spans.watermarks())
 
 
 async def _dry_run(consumer: WindowConsumer, window: Window, limits: Limits) -> DryRun:

@@ -1,4 +1,5 @@
-"""What a replay adds up to: counted verdicts, a dry run's estimate, the summary and its table."""
+"""What a replay adds up to: counted verdicts, a dry run's estimate, a span topic's traces and
+spans, the summary and its table."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from consumer.judge.prompt import Limits, build_request
 from consumer.stream.decode import decode_trace
 from schemas.verdict import VerdictEvent
 
-if TYPE_CHECKING:  # protocols only; keeps aiokafka out of `groundedness --help`
+if TYPE_CHECKING:  # types only; keeps aiokafka and protobuf out of `groundedness --help`
     from consumer.stream.sink import Record, VerdictSink
+    from consumer.telemetry.assembly import AssemblyCounts
 
 SCORE_KEYS = ("0.00", "0.25", "0.50", "0.75", "1.00")
 # gpt-4o-mini input price (USD per million tokens, OpenAI's list price when written); the
@@ -85,6 +87,29 @@ class DryRun:
         self.estimated_tokens += build_request(trace, limits).estimated_tokens
 
 
+@dataclass(frozen=True, slots=True)
+class SpanWindow:
+    """A span topic's window beyond its verdicts: the traces it assembled and how they
+    closed, its spans kept and dropped, and the records read past ``--to`` for its traces."""
+
+    counts: AssemblyCounts
+    no_candidate: int  # traces with no LLM call nor an answer with documents: nothing to judge
+    read_on: int
+
+    def summary(self) -> dict[str, Any]:
+        """Its fields in the summary."""
+        counts = self.counts
+        return {
+            "traces": counts.closed_quiet + counts.closed_max_wait,
+            "no_candidate": self.no_candidate,
+            "closed_by": {"quiet": counts.closed_quiet, "max_wait": counts.closed_max_wait},
+            "closed_early": counts.closed_early,
+            "spans": {"kept": counts.spans_kept, "dropped": counts.spans_dropped,
+                      "late": counts.late_spans},
+            "records_after_to": self.read_on,
+        }
+
+
 def summarise(
     window: dict[str, Any],
     records: int,
@@ -93,10 +118,12 @@ def summarise(
     tally: Tally | None = None,
     dry: DryRun | None = None,
     price_per_million_tokens: float = 0.0,
+    spans: SpanWindow | None = None,
 ) -> dict[str, Any]:
     """The summary ``--summary-json`` writes (and the table shows).
 
-    ``window`` describes the replay (topic, from, to, dry_run, complete) and leads the summary.
+    ``window`` describes the replay (topic, from, to, dry_run, complete) and leads the summary;
+    ``spans`` is given for a span topic (``skipped`` then counts traces with an empty answer).
     """
     tally = tally or Tally()
     latencies = [float(ms) for ms in tally.latencies_ms]
@@ -122,6 +149,8 @@ def summarise(
             "price_per_million_tokens": price_per_million_tokens,
             "estimated_cost_usd": round(cost, 6),
         }
+    if spans is not None:
+        summary |= spans.summary()
     return summary
 
 
@@ -144,6 +173,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
             table.add_row(kind, str(summary[kind]))
     table.add_row("skipped (empty output)", str(summary["skipped"]))
     table.add_row("dead-lettered", str(summary["dead_lettered"]))
+    if "traces" in summary:
+        _span_rows(table, summary)
     table.add_section()
     if summary["dry_run"]:
         table.add_row("estimated tokens", f"{summary['estimated_tokens']:,}")
@@ -164,3 +195,16 @@ def summary_table(summary: dict[str, Any]) -> Table:
     rate = summary["records"] / elapsed if elapsed > 0 else 0.0
     table.add_row("wall time", f"{elapsed:.1f} s ({rate:,.1f} records/s)")
     return table
+
+
+def _span_rows(table: Table, summary: dict[str, Any]) -> None:
+    """A span topic's traces and spans."""
+    table.add_section()
+    closed_by, spans = summary["closed_by"], summary["spans"]
+    table.add_row("traces assembled", str(summary["traces"]))
+    table.add_row("closed by quiet / max wait", f"{closed_by['quiet']} / {closed_by['max_wait']}")
+    if summary["closed_early"]:
+        table.add_row("closed early (reading stalled)", str(summary["closed_early"]))
+    table.add_row("no candidate (nothing to judge)", str(summary["no_candidate"]))
+    table.add_row("spans kept / dropped", f"{spans['kept']:,} / {spans['dropped']:,}")
+    table.add_row("records read past --to", str(summary["records_after_to"]))

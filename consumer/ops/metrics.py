@@ -14,6 +14,12 @@ values known in advance start at 0, so rates and ratios exist before the first e
 | ``groundedness_in_flight`` | gauge | pipeline (records between fetch and commit) |
 | ``groundedness_consumer_lag{topic,partition}`` | gauge | health watch, every few seconds |
 | ``groundedness_circuit_open`` | gauge | circuit breaker (1 while the judge is down) |
+| ``groundedness_spans_total{outcome}`` | counter | span input: ``kept`` (GenAI) or ``dropped`` |
+| ``groundedness_open_traces`` | gauge | span input: traces being assembled |
+| ``groundedness_traces_closed_total{closed_by}`` | counter | span input: ``quiet`` / ``max_wait`` |
+| ``groundedness_late_spans_total`` | counter | span input: spans of a trace already closed |
+| ``groundedness_split_traces_total`` | counter | span input: a trace seen on two partitions |
+| ``groundedness_unkeyed_span_records_total`` | counter | span input: a record not keyed by trace |
 """
 
 from __future__ import annotations
@@ -52,7 +58,37 @@ CONSUMER_LAG = _gauge(
 )
 CIRCUIT_OPEN = _gauge("groundedness_circuit_open", "1 while the judge is considered down.")
 
+# Span input (TRACES_FORMAT=otlp_proto|otlp_json); zero with trace_json.
+SPANS = _counter(
+    "groundedness_spans",
+    "Spans read, by outcome: kept (GenAI content) or dropped (none, invalid ids, over the "
+    "per-trace cap, or late).",
+    "outcome",
+)
+OPEN_TRACES = _gauge("groundedness_open_traces", "Traces being assembled on this worker.")
+TRACES_CLOSED = _counter(
+    "groundedness_traces_closed",
+    "Traces closed for judging, by why: quiet (root in, then no span for TRACE_QUIET_SECONDS) "
+    "or max_wait (TRACE_MAX_WAIT_SECONDS after the first span).",
+    "closed_by",
+)
+LATE_SPANS = _counter("groundedness_late_spans", "Spans of a trace already closed: ignored.")
+SPLIT_TRACES = _counter(
+    "groundedness_split_traces",
+    "Traces whose spans this worker met on two partitions: each part is judged alone, at its "
+    "max wait (set partition_traces_by_id in the collector's Kafka exporter).",
+)
+UNKEYED_SPAN_RECORDS = _counter(
+    "groundedness_unkeyed_span_records",
+    "Span records whose key is not the one trace id they carry (the exporter is not "
+    "partitioning by trace id, so a trace's spans may land on several partitions).",
+)
+
 for _verdict in ("pass", "fail", "error"):
     VERDICTS.labels(_verdict)
 for _kind in ("prompt", "completion"):
     JUDGE_TOKENS.labels(_kind)
+for _outcome in ("kept", "dropped"):
+    SPANS.labels(_outcome)
+for _closed_by in ("quiet", "max_wait"):
+    TRACES_CLOSED.labels(_closed_by)

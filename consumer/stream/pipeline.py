@@ -87,6 +87,7 @@ class Pipeline:
             self._spans = SpanPath(self._records, evaluator, config.spans, config.assembly,
                                    self._tracker, self._tasks)
         self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered
+        self.span_path = self._spans  # span formats: a replay sets its time and reads its counts
         self.last_fetch_at: float | None = None  # monotonic; the liveness heartbeat (health.py)
 
     # -- the fetch loop -------------------------------------------------------------------

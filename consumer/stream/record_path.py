@@ -101,6 +101,8 @@ def internal_error(exc: Exception) -> str:
 
 
 def _observe(result: JudgeResult) -> None:
+    if result.attempts == 0:  # no judge call was made (an internal error's verdict)
+        return
     metrics.JUDGE_LATENCY.observe(result.latency_ms / 1000)
     metrics.JUDGE_RETRIES.inc(max(0, result.attempts - 1))
     if result.usage is not None:

@@ -7,47 +7,49 @@ acknowledged, or it got none). So the watermark never passes the first record of
 trace, and whoever reads the partition next (after a revoke or a restart) reassembles it.
 
 Records are decoded and added in the fetch loop, in offset order (the assembly needs that;
-decoding is CPU only). Closing is by time alone, in a timer independent of fetching: a
-paused worker (assembly or window full) still closes its traces by their max wait, and their
-outcomes free it, so the pause cannot deadlock. A closed trace is judged in its own task,
+decoding is CPU only); what is due by a record's arrival closes before it is added, so its
+spans are late to those traces wherever the timer stood. Closing is otherwise by time alone,
+in a timer independent of fetching: a paused worker (assembly or window full) still closes
+its traces by their max wait, and their outcomes free it, so the pause cannot deadlock. Time
+is the ``TraceClock``'s: the wall clock, or in a replay the log's (``read_log``), which does
+not pass while nothing is read; there ``close_stalled`` frees a stalled pause instead. A
+closed trace is judged in its own task,
 kept in the pipeline's per-partition task set, so a revoke and the drain wait for it or
 cancel it as they do a record's task. The drain stops the timer first: open traces are not
-judged early; their records stay uncommitted and are reassembled after the restart.
+judged early; their records stay uncommitted and are reassembled after the restart. A
+closed trace's own way to its verdict is ``trace_path.py``'s.
 
-A bug met while mapping or judging a closed trace still gives it an acknowledged outcome
-before it is finished: an ``error`` verdict of type ``internal_error``, so no record is
-committed without one.
+The span metrics are counted here (``ops/metrics.py``), and the signs that a trace's spans
+are spread over partitions noticed (``split_traces.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from consumer.errors import DecodeError
-from consumer.evaluate import Evaluation, Evaluator
-from consumer.judge.result import TraceFailed
+from consumer.evaluate import Evaluator
 from consumer.ops import metrics
 from consumer.stream.offsets import OffsetTracker, PartitionOffsets
 from consumer.stream.partitions import Partition
 from consumer.stream.record_path import RecordPath, internal_error
 from consumer.stream.sink import Record
-from consumer.telemetry.assembly import AssemblyLimits, ClosedTrace, TraceAssembly
-from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.otlp import OtlpEncoding, decode_otlp
-from consumer.verdicts import Context, TraceOrigin, errored
-from schemas.trace import TraceEvent
-from schemas.verdict import Source, Truncation
+from consumer.stream.split_traces import SplitWatch
+from consumer.stream.trace_path import TracePath
+from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits, ClosedTrace, TraceAssembly
+from consumer.telemetry.clock import TraceClock, WallClock
+from consumer.telemetry.otlp import DecodedRecord, OtlpEncoding, read_otlp
 
 log = structlog.get_logger(__name__)
 
 TIMER_MAX_SLEEP_S = 0.2  # bounds the delay of a trace that opened while the timer slept
 TIMER_MIN_SLEEP_S = 0.005
-INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a trace's way
+_SPANS_KEPT = metrics.SPANS.labels("kept")
+_SPANS_DROPPED = metrics.SPANS.labels("dropped")
 
 Tasks = dict[Hashable, set[asyncio.Task[None]]]
 
@@ -63,15 +65,18 @@ class SpanPath:
         limits: AssemblyLimits,
         tracker: OffsetTracker[Hashable],
         tasks: Tasks,
-        clock: Callable[[], float] = time.monotonic,
+        clock: TraceClock | None = None,
     ) -> None:
         self._records = records
         self._evaluator = evaluator
+        self._traces = TracePath(records, evaluator)
+        self._split = SplitWatch()
         self._encoding = encoding
         self.limits = limits
         self._tracker = tracker  # the pipeline's: offsets are marked done here
         self._tasks = tasks  # the pipeline's: revoke and drain wait for these
-        self._clock = clock
+        self._clock: TraceClock = clock or WallClock()
+        self._stops: dict[Hashable, int] = {}  # a replay's: no trace opens from here on
         self._assemblies: dict[Hashable, TraceAssembly] = {}  # the partitions being closed
         self._leaving: dict[Hashable, TraceAssembly] = {}  # revoked, their tasks finishing
         self._timer: asyncio.Task[None] | None = None
@@ -86,12 +91,32 @@ class SpanPath:
         """``MAX_OPEN_TRACES`` reached over the worker's partitions: pause fetching."""
         return self.open_traces >= self.limits.max_open_traces
 
+    def open_on(self, tp: Partition) -> int:
+        """Traces being assembled on one partition."""
+        assembly = self._assemblies.get(tp)
+        return 0 if assembly is None else assembly.open_count
+
+    @property
+    def counts(self) -> AssemblyCounts:
+        """The assembly counts of the partitions held, added up (a replay's summary)."""
+        held = [*self._assemblies.values(), *self._leaving.values()]
+        return sum((assembly.counts for assembly in held), AssemblyCounts())
+
+    def read_log(self, clock: TraceClock, stops: Mapping[Hashable, int]) -> None:
+        """Replay a window (before any partition is assigned): take time from ``clock`` (the
+        log's), and open no trace from each partition's ``stops`` offset on: records there
+        feed only the traces already open, and one that cannot be decoded is not the
+        window's, so it is passed, not dead-lettered."""
+        self._clock = clock
+        self._stops = dict(stops)
+
     # -- partitions ------------------------------------------------------------------------
 
     def assigned(self, tp: Partition) -> None:
         """Start assembling the partition (from its committed offset)."""
         self._leaving.pop(tp, None)
-        self._assemblies.setdefault(tp, TraceAssembly(self.limits))
+        if tp not in self._assemblies:
+            self._assemblies[tp] = TraceAssembly(self.limits, self._stops.get(tp))
 
     def stop_closing(self, revoked: Collection[Partition]) -> None:
         """Close no more of these partitions' traces; those already closed still finish."""
@@ -111,22 +136,64 @@ class SpanPath:
         """Track, decode and assemble fetched records; dead-letter the undecodable ones."""
         assembly = self._assemblies.get(tp)
         if assembly is None:  # not handed over (or revoking): the caller checked; be safe
-            assembly = self._assemblies[tp] = TraceAssembly(self.limits)
-        now = self._clock()
+            assembly = self._assemblies[tp] = TraceAssembly(self.limits, self._stops.get(tp))
+        counts = assembly.counts
+        kept, dropped, late = counts.spans_kept, counts.spans_dropped, counts.late_spans
         for record in records:
             offsets.add(record.offset)
+            now = self._clock.arrival(tp, record.offset, record.timestamp)
+            self._start_judging(tp, offsets, assembly, assembly.due(now))
             try:
-                decoded = decode_otlp(record.value or b"", self._encoding)
+                decoded = read_otlp(record.value or b"", self._encoding)
+                self._notice(tp, record, decoded)
+                fresh = self._not_open(assembly, decoded)
                 done = assembly.add(record.offset, decoded, now)
+                self._check_split(tp, assembly, fresh)
             except DecodeError as exc:
-                self._spawn(tp, self._dead_letter(tp, offsets, record, exc.reason, True))
+                self._reject(tp, offsets, record, exc.reason, undecodable=True)
                 continue
             except Exception as exc:  # a bug must not stall the partition: park the record
                 log.exception("record_failed", partition=record.partition, offset=record.offset)
-                self._spawn(tp, self._dead_letter(tp, offsets, record, internal_error(exc), False))
+                self._reject(tp, offsets, record, internal_error(exc), undecodable=False)
                 continue
             for offset in done:
                 offsets.done(offset)
+        _SPANS_KEPT.inc(counts.spans_kept - kept)
+        _SPANS_DROPPED.inc(counts.spans_dropped - dropped)
+        metrics.LATE_SPANS.inc(counts.late_spans - late)
+        metrics.OPEN_TRACES.set(self.open_traces)
+
+    def _notice(self, tp: Partition, record: Record, decoded: DecodedRecord) -> None:
+        """Say what a record held that assembly cannot use: unreadable spans, a key that is
+        not its trace's."""
+        if decoded.problem is not None:
+            log.warning("otlp_spans_unreadable", topic=tp.topic, partition=tp.partition,
+                        offset=record.offset, spans=decoded.invalid, reason=decoded.problem)
+        self._split.record(tp, record.key, decoded.spans_per_trace.keys())
+
+    def _not_open(self, assembly: TraceAssembly, decoded: DecodedRecord) -> list[str]:
+        """The record's traces not open here yet; only a worker of several partitions asks."""
+        if len(self._assemblies) < 2:
+            return []
+        return [trace_id for trace_id in decoded.spans_per_trace
+                if not assembly.is_open(trace_id)]
+
+    def _check_split(self, tp: Partition, assembly: TraceAssembly, fresh: list[str]) -> None:
+        """Traces this record opened that another of this worker's partitions holds open."""
+        for trace_id in fresh:
+            if assembly.is_open(trace_id):
+                self._split.opened(tp, trace_id, [
+                    other for other, held in self._assemblies.items()
+                    if other != tp and held.is_open(trace_id)
+                ])
+
+    def _reject(self, tp: Partition, offsets: PartitionOffsets, record: Record, reason: str,
+                *, undecodable: bool) -> None:
+        stop = self._stops.get(tp)
+        if stop is not None and record.offset >= stop:
+            offsets.done(record.offset)  # past a replay's window: another replay's to report
+            return
+        self._spawn(tp, self._dead_letter(tp, offsets, record, reason, undecodable))
 
     async def _dead_letter(
         self, tp: Partition, offsets: PartitionOffsets, record: Record, reason: str,
@@ -153,27 +220,62 @@ class SpanPath:
 
     async def _run_timer(self) -> None:
         while True:
-            now = self._clock()
             try:
-                self.close_due(now)
+                self.close_due()
             except Exception:  # a bug must not stop every partition's closing for good
                 log.exception("trace_timer_failed")
-            due = [a.next_due_at() for a in self._assemblies.values()]
-            nearest = min((at for at in due if at is not None), default=None)
-            wait = TIMER_MAX_SLEEP_S if nearest is None else nearest - now
+            waits = [at - self._clock.now(tp) for tp, assembly in self._assemblies.items()
+                     if (at := assembly.next_due_at()) is not None]
+            wait = min(waits, default=TIMER_MAX_SLEEP_S)
             await asyncio.sleep(min(max(wait, TIMER_MIN_SLEEP_S), TIMER_MAX_SLEEP_S))
 
-    def close_due(self, now: float) -> int:
-        """Close the traces ready at ``now`` and start judging each; return how many."""
+    def close_due(self) -> int:
+        """Close the traces ready by each partition's clock and start judging each; return
+        how many."""
         started = 0
         for tp, assembly in list(self._assemblies.items()):
             offsets = self._tracker.current(tp)
             if offsets is None:
                 continue
-            for closed in assembly.due(now):
-                self._spawn(tp, self._judge(tp, offsets, assembly, closed))
-                started += 1
+            started += self._start_judging(tp, offsets, assembly, assembly.due(self._clock.now(tp)))
         return started
+
+    def close_stalled(self) -> int:
+        """Close traces before their time where a replay's time cannot reach them; return how
+        many. The caller (a replay) calls it when the pipeline fetches while it keeps every
+        partition paused: the log's time passes only as records are read, so what frees the
+        live worker's pause (its clock running on) never comes. This does it instead:
+
+        - at ``MAX_OPEN_TRACES``: each partition's trace due next, as the wall clock would
+          close them one by one;
+        - else, when no trace is being judged, the judge is not holding and every watermark
+          is committed, the records held back by open traces (and by finished ones chained to
+          them, ``record_holds.py``) fill the uncommitted window: every open trace, as the
+          live worker's clock ends up closing them all before the window empties.
+        """
+        if self.full:
+            close = TraceAssembly.close_next
+        elif (any(self._tasks.values()) or self._evaluator.judge.holding
+              or self._tracker.to_commit()):
+            return 0  # the pause lifts by itself
+        else:
+            close = TraceAssembly.close_all
+        started = 0
+        for tp, assembly in list(self._assemblies.items()):
+            if (offsets := self._tracker.current(tp)) is not None:
+                started += self._start_judging(tp, offsets, assembly, close(assembly))
+        if started:
+            log.warning("traces_closed_early", traces=started, open_traces=self.open_traces)
+        return started
+
+    def _start_judging(self, tp: Partition, offsets: PartitionOffsets, assembly: TraceAssembly,
+                       closed: list[ClosedTrace]) -> int:
+        for trace in closed:
+            metrics.TRACES_CLOSED.labels(trace.closed_by).inc()
+            self._spawn(tp, self._judge(tp, offsets, assembly, trace))
+        if closed:
+            metrics.OPEN_TRACES.set(self.open_traces)
+        return len(closed)
 
     # -- one closed trace -------------------------------------------------------------------
 
@@ -183,66 +285,13 @@ class SpanPath:
     ) -> None:
         bound = log.bind(topic=tp.topic, partition=tp.partition, trace_id=closed.trace_id,
                          offset=closed.first_offset)
-        # Step 1: the trace's outcome, acknowledged: its verdict, or none due.
-        try:
-            await self._outcome(tp, closed, bound)
-        except Exception as exc:  # a bug must not hold the partition's watermark for good
-            bound.exception("trace_failed")
-            # Step 2: nor let its records be committed without an outcome: an error verdict,
-            # published until acknowledged like any other. Only if even that fails (a bug in
-            # building or sending it) is the trace finished with none, counted "failed".
-            try:
-                await self._records.publish(self._failure(tp, closed, exc), bound)
-            except Exception:
-                bound.exception("trace_error_unpublished")
-                self._records.outcomes["failed"] += 1
-        # Step 3: the records it held may now be done; a completion for a partition revoked
-        # (and maybe re-assigned) meanwhile is dropped.
+        await self._traces.handle(tp, closed, bound)
+        # The records it held may now be done; a completion for a partition revoked (and
+        # maybe re-assigned) meanwhile is dropped.
         done = assembly.finished(closed.trace_id)
         if self._tracker.current(tp) is offsets:
             for offset in done:
                 offsets.done(offset)
-
-    async def _outcome(self, tp: Partition, closed: ClosedTrace, bound: Any) -> None:
-        mapped = map_trace(closed.spans)
-        if mapped is None:  # no LLM call, and no answer with documents: nothing to judge
-            self._records.outcomes["no_candidate"] += 1
-            bound.debug("trace_not_judged", reason="no candidate", spans=len(closed.spans))
-            return
-        if not mapped.has_answer:
-            metrics.SKIPPED.inc()
-            self._records.outcomes["skipped"] += 1
-            bound.debug("trace_skipped", reason="empty answer")
-            return
-        origin = TraceOrigin(
-            span_id=mapped.answer_span_id,
-            project_id=mapped.project_id,
-            session_id=mapped.session_id,
-            context_source=mapped.context_source,
-            spans=len(closed.spans),
-            root_seen=closed.root_seen,
-            closed_by=closed.closed_by,
-        )
-        # The trace's first record: under exactly once its verdict is held until the
-        # watermark passes that record, which it does only once this trace is finished.
-        source = Source(topic=tp.topic, partition=tp.partition, offset=closed.first_offset)
-        evaluation = await self._evaluator.evaluate(
-            mapped.to_trace_event(), source=source, origin=origin
-        )
-        await self._records.publish(evaluation, bound)
-
-    def _failure(self, tp: Partition, closed: ClosedTrace, exc: Exception) -> Evaluation:
-        """The ``error`` verdict on a trace an internal error stopped (mapping or judging)."""
-        # Only the trace id is known for sure: mapping itself may be what failed.
-        trace = TraceEvent(trace_id=closed.trace_id)
-        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failed = TraceFailed(kind=INTERNAL_ERROR, message=message, usage=None, latency_ms=0,
-                             attempts=0)
-        source = Source(topic=tp.topic, partition=tp.partition, offset=closed.first_offset)
-        evaluator = self._evaluator
-        ctx = Context(evaluator.judge.model, evaluator.threshold, Truncation(), source,
-                      evaluator.secrets)
-        return Evaluation(errored(trace, failed, ctx), failed)
 
     def _spawn(self, tp: Partition, work: Any) -> None:
         tasks = self._tasks.setdefault(tp, set())

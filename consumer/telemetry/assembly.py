@@ -20,14 +20,22 @@ would reassemble the trace's tail alone and judge it again, worse, under the sam
 It stops at or below the first record (all of it is re-read and judged again alike) or past
 the last (none is). See ``record_holds.py``.
 
-The clock is injected: ``now`` is monotonic seconds, never decreasing (a smaller one is taken
-as the last seen).
+The clock is injected: ``now`` is seconds, never decreasing (a smaller one is taken as the last
+seen): the monotonic clock when the worker runs, the records' timestamps in a replay (the
+caller's ``TraceClock``). Time may jump there (a quiet stretch of the log, a partition read to
+its end), so a trace past both of its times is labelled by the one it reached first.
+
+A replay opens only the traces whose first kept span is in its window: ``opens_before`` is the
+first offset past it. Records from there on still feed the traces already open (read on past
+``--to`` until they close) and are counted for them alone; their other spans are not the
+window's: neither kept, dropped nor late.
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Literal
 
 from consumer.telemetry.otlp import DecodedRecord
@@ -70,7 +78,12 @@ class AssemblyCounts:
     spans_dropped: int = 0  # no GenAI content, invalid ids, over the cap, or late
     closed_quiet: int = 0
     closed_max_wait: int = 0
+    closed_early: int = 0  # also in quiet / max_wait: closed before their time (a replay)
     late_spans: int = 0  # spans (GenAI or not) of a trace already closed; also in dropped
+
+    def __add__(self, other: AssemblyCounts) -> AssemblyCounts:
+        """Two partitions' counts together."""
+        return AssemblyCounts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 class _Open:
@@ -91,8 +104,9 @@ class _Open:
 class TraceAssembly:
     """The open traces of one partition, and the records they hold back from the commit."""
 
-    def __init__(self, limits: AssemblyLimits) -> None:
+    def __init__(self, limits: AssemblyLimits, opens_before: int | None = None) -> None:
         self.limits = limits
+        self.opens_before = opens_before  # a replay's stop: no trace opens from here on
         self.counts = AssemblyCounts()
         self._open: OrderedDict[str, _Open] = OrderedDict()  # in order of first span
         self._quiet: OrderedDict[str, _Open] = OrderedDict()  # root seen; by last activity
@@ -107,6 +121,10 @@ class TraceAssembly:
     def open_count(self) -> int:
         """Traces being assembled (not yet closed)."""
         return len(self._open)
+
+    def is_open(self, trace_id: str) -> bool:
+        """Is the trace being assembled here?"""
+        return trace_id in self._open
 
     @property
     def unfinished_count(self) -> int:
@@ -125,12 +143,17 @@ class TraceAssembly:
         self._last_offset = offset
         now = self._now = max(now, self._now)
         counts, cap = self.counts, self.limits.max_spans_per_trace
-        counts.spans_dropped += decoded.dropped
+        opening = self.opens_before is None or offset < self.opens_before
+        if opening:
+            counts.spans_dropped += decoded.dropped
+        kept_for: dict[str, int] = {}  # past the stop: each open trace's kept spans here
         # Step 1: kept spans join their trace (opening it); a closed trace's are late.
         for span in decoded.kept:
             trace_id = span.trace_id
             trace = self._open.get(trace_id)
             if trace is None:
+                if not opening:
+                    continue  # past a replay's stop: not a trace of its window
                 if self._is_closed(trace_id):
                     counts.spans_dropped += 1  # counted as late in step 2, with its record
                     continue
@@ -138,6 +161,8 @@ class TraceAssembly:
             elif trace.offsets[-1] != offset:
                 trace.offsets.append(offset)
                 self._holds.hold(offset)
+            if not opening:
+                kept_for[trace_id] = kept_for.get(trace_id, 0) + 1
             if len(trace.spans) < cap:
                 trace.spans.append(span)
                 counts.spans_kept += 1
@@ -151,7 +176,9 @@ class TraceAssembly:
             if trace is not None:
                 trace.span_count += spans
                 self._touch(trace_id, trace, now)
-            elif self._is_closed(trace_id):
+                if not opening:  # the record's dropped spans, of the open traces alone
+                    counts.spans_dropped += spans - kept_for.get(trace_id, 0)
+            elif opening and self._is_closed(trace_id):
                 counts.late_spans += spans
         # Step 3: a root (often a dropped HTTP span) lets its trace close when quiet; one for
         # a trace not open yet is remembered, for GenAI children that come after it.
@@ -161,27 +188,26 @@ class TraceAssembly:
                 if not trace.root_seen:
                     trace.root_seen = True
                     self._touch(trace_id, trace, now)
-            elif not self._is_closed(trace_id):
+            elif opening and not self._is_closed(trace_id):
                 self._early_roots.add(trace_id)
         return [] if offset in self._holds else [offset]
 
     def due(self, now: float) -> list[ClosedTrace]:
         """Close and return the traces ready at ``now`` (see the module docstring)."""
         now = self._now = max(now, self._now)
-        ready: list[ClosedTrace] = []
-        # Step 1: root arrived and quiet; ``_quiet`` is in order of last activity.
-        while self._quiet:
-            trace_id, trace = next(iter(self._quiet.items()))
-            if trace.last_at + self.limits.quiet_s > now:
-                break
-            ready.append(self._close(trace_id, "quiet"))
-        # Step 2: waited long enough; ``_open`` is in order of first span.
-        while self._open:
-            trace_id, trace = next(iter(self._open.items()))
-            if trace.first_at + self.limits.max_wait_s > now:
-                break
-            ready.append(self._close(trace_id, "max_wait"))
-        return ready
+        return self._ready(now)
+
+    def close_next(self) -> list[ClosedTrace]:
+        """Close the trace(s) due next, whatever the time, labelled as they would close then
+        (and counted ``closed_early``): for a replay whose reading stalled, so that its log
+        time cannot reach them (``stream/span_path.SpanPath.close_stalled``)."""
+        at = self.next_due_at()
+        return [] if at is None else self._early(self._ready(at))
+
+    def close_all(self) -> list[ClosedTrace]:
+        """Close every open trace, each labelled as it would close were no span to come (and
+        counted ``closed_early``); the time is left as it was, as in ``close_next``."""
+        return self._early(self._ready(math.inf))
 
     def next_due_at(self) -> float | None:
         """The earliest time a trace may be ready (for the caller's timer); None when empty."""
@@ -215,6 +241,30 @@ class TraceAssembly:
         self._last_offset = None
 
     # -- internals -------------------------------------------------------------------------
+
+    def _early(self, closed: list[ClosedTrace]) -> list[ClosedTrace]:
+        self.counts.closed_early += len(closed)
+        return closed
+
+    def _ready(self, now: float) -> list[ClosedTrace]:
+        quiet_s, max_wait_s = self.limits.quiet_s, self.limits.max_wait_s
+        ready: list[ClosedTrace] = []
+        # Step 1: root arrived and quiet; ``_quiet`` is in order of last activity. Past its
+        # max wait too (time jumped there), it closed by whichever it reached first.
+        while self._quiet:
+            trace_id, trace = next(iter(self._quiet.items()))
+            quiet_at = trace.last_at + quiet_s
+            if quiet_at > now:
+                break
+            first: ClosedBy = "quiet" if quiet_at <= trace.first_at + max_wait_s else "max_wait"
+            ready.append(self._close(trace_id, first))
+        # Step 2: waited long enough; ``_open`` is in order of first span.
+        while self._open:
+            trace_id, trace = next(iter(self._open.items()))
+            if trace.first_at + max_wait_s > now:
+                break
+            ready.append(self._close(trace_id, "max_wait"))
+        return ready
 
     def _is_closed(self, trace_id: str) -> bool:
         return trace_id in self._unfinished or trace_id in self._closed

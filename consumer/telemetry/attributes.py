@@ -26,14 +26,18 @@ INPUT_KEYS = ("input", "question", "query", "text", "content", "message")
 def indexed(attributes: Attributes, prefix: str) -> list[dict[str, Any]]:
     """The items of a flattened list (``prefix.N.rest``), in index order, each keyed by rest."""
     head = prefix + "."
+    # Mapping asks a span for a dozen prefixes it mostly does not have: find the keys first
+    # (a comprehension, no work per key beyond the test), and only then split them.
+    keys = [key for key in attributes if key.startswith(head)]
+    if not keys:
+        return []
     groups: dict[int, dict[str, Any]] = {}
-    for key, value in attributes.items():
-        if not key.startswith(head):
-            continue
-        index, dot, rest = key[len(head):].partition(".")
+    start = len(head)
+    for key in keys:
+        index, dot, rest = key[start:].partition(".")
         # isascii: str.isdigit accepts digits such as "²" that int() refuses.
         if dot and index.isascii() and index.isdigit():
-            groups.setdefault(int(index), {})[rest] = value
+            groups.setdefault(int(index), {})[rest] = attributes[key]
     return [groups[i] for i in sorted(groups)]
 
 

@@ -135,13 +135,17 @@ def _input(by_end: Sequence[Span], outermost: Span | None,
 
 
 def _llm_input(span: Span) -> list[Message]:
-    return openinference.input_messages(span) or genai.input_messages(span)
+    return (openinference.input_messages(span) or genai.input_messages(span)
+            or openinference.prompts(span))
 
 
 def _assistant_text(span: Span) -> str | None:
     messages = openinference.output_messages(span) or genai.output_messages(span)
     # A message without a role is the model's: some instrumentations record only the content.
-    return next((m.content for m in messages if m.role in ASSISTANT_ROLES or not m.role), None)
+    found = next((m.content for m in messages if m.role in ASSISTANT_ROLES or not m.role), None)
+    # A completion call (prompts in, text out) records its reply only as ``output.value``;
+    # a chat call's ``output.value`` is the raw response, whose JSON holds no answer key.
+    return found if found is not None or messages else openinference.output_text(span)
 
 
 def _documents(ordered: Sequence[Span], by_end: Sequence[Span]) -> list[Document]:

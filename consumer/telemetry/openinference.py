@@ -13,6 +13,7 @@ from openinference.semconv.trace import (
     MessageAttributes,
     MessageContentAttributes,
     OpenInferenceMimeTypeValues,
+    PromptAttributes,
     SpanAttributes,
     ToolAttributes,
     ToolCallAttributes,
@@ -73,6 +74,18 @@ def input_messages(span: Span) -> list[Message]:
 def output_messages(span: Span) -> list[Message]:
     """``llm.output_messages.N.message.*`` as messages."""
     return _messages(span.attributes, SpanAttributes.LLM_OUTPUT_MESSAGES)
+
+
+def prompts(span: Span) -> list[Message]:
+    """A completion call's prompts (``llm.prompts``: an array of strings, or flattened
+    ``llm.prompts.N.prompt.text``) as user messages: LlamaIndex's ``llm.complete`` records
+    its input so, with the retrieved context written into the prompt."""
+    value = span.attributes.get(SpanAttributes.LLM_PROMPTS)
+    items = list(value) if isinstance(value, tuple | list) else [
+        item.get(PromptAttributes.PROMPT_TEXT)
+        for item in indexed(span.attributes, SpanAttributes.LLM_PROMPTS)
+    ]
+    return [Message("user", found) for item in items if (found := text(item)) is not None]
 
 
 def _messages(attributes: Attributes, prefix: str) -> list[Message]:

@@ -6,6 +6,12 @@ database or queue spans with no GenAI content. Those are dropped here and only c
 them only one fact is kept, whether the trace's root arrived (it is often an HTTP server span),
 because assembly closes a trace sooner once its root is in.
 
+One bad span (invalid UTF-8 in a protobuf string, a JSON ``intValue`` that is no integer, an
+attribute of the wrong type, no valid ids) is left out alone, counted as ``invalid``, and one
+warning per record names the first reason; the record's other spans are read (see
+``otlp_salvage`` and ``otlp_json``). ``DecodeError``, and so the dead-letter topic, is for a
+record that is no ``TracesData`` at all: garbage bytes, not JSON, no spans in a frame.
+
 Speed: a record of 100 spans of which 95 are dropped must cost little, so the keep decision
 reads only attribute keys and event names on the protobuf objects; Python values are built
 for kept spans alone.
@@ -17,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+import structlog
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
@@ -24,16 +31,20 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from consumer.errors import DecodeError
 from consumer.telemetry.keep import (
+    ROOT_PARENT_IDS,
     has_genai_content,
     is_root,
     mentions_genai,
     valid_ids,
 )
-from consumer.telemetry.otlp_json import Skipped, parse_otlp_json
+from consumer.telemetry.otlp_json import INVALID_IDS, Skipped, parse_otlp_json
+from consumer.telemetry.otlp_salvage import salvage_traces_data
 from consumer.telemetry.otlp_values import MAX_ARRAY_ITEMS, MAX_ATTRIBUTE_CHARS, Cuts, attributes
 from consumer.telemetry.spans import Attributes, Span, SpanEvent
 
 OtlpEncoding = Literal["otlp_proto", "otlp_json"]
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(slots=True)
@@ -41,51 +52,69 @@ class DecodedRecord:
     """What one record carried: the kept GenAI spans, and counts of the rest."""
 
     kept: list[Span] = field(default_factory=list)
-    dropped: int = 0  # spans not kept: no GenAI content, or invalid ids (counted in both)
-    invalid: int = 0  # spans dropped for a missing or malformed trace or span id
+    dropped: int = 0  # spans not kept: no GenAI content, or unreadable (counted in both)
+    invalid: int = 0  # spans unreadable: no valid trace or span id, or a field that won't parse
     roots_seen: set[str] = field(default_factory=set)  # traces whose root span is in this record
     spans_per_trace: dict[str, int] = field(default_factory=dict)  # every valid span, kept or not
     cut_values: int = 0  # attribute values cut to the bounds in ``otlp_values``
+    problem: str | None = None  # why the first unreadable span (or resource part) was left out
 
 
 def decode_otlp(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
+    """``read_otlp``, with one warning for a record that had unreadable parts."""
+    record = read_otlp(value, encoding)
+    if record.problem is not None:
+        log.warning("otlp_spans_unreadable", encoding=encoding, spans=record.invalid,
+                    reason=record.problem)
+    return record
+
+
+def read_otlp(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
     """A record's value -> ``DecodedRecord``; ``DecodeError`` when it is no ``TracesData``."""
     data, skipped = _parse(value, encoding)
     if not data.resource_spans:
         raise DecodeError(f"{encoding} record holds no resourceSpans: not a TracesData")
-    record = DecodedRecord(dropped=skipped.dropped + skipped.invalid, invalid=skipped.invalid)
-    per_trace, roots, cuts = skipped.per_trace, skipped.roots, Cuts()
+    proto = encoding == "otlp_proto"
+    kept: list[Span] = []
+    traces: list[bytes] = []  # the trace id of every span with valid ids, kept or not
+    roots, cuts, spans, invalid = skipped.roots, Cuts(), 0, 0
     # No GenAI key anywhere in the protobuf bytes: no span needs its keys read. (JSON may
     # escape a key's letters; its spans were already filtered on the parsed objects.)
-    may_keep = encoding == "otlp_json" or mentions_genai(value)
+    may_keep = not proto or mentions_genai(value)
     for resource_spans in data.resource_spans:
         resource: Attributes | None = None  # converted once, and only if a span is kept
         for scope_spans in resource_spans.scope_spans:
+            spans += len(scope_spans.spans)
+            # A scope is one instrumentation library (a database client, an HTTP server,
+            # an LLM framework): most hold no GenAI key at all, and their spans need only
+            # their ids read. Serializing the scope again and searching it in C costs far
+            # less than reading every span's keys as Python strings.
+            scope_may_keep = may_keep and (
+                not proto or mentions_genai(scope_spans.SerializeToString())
+            )
             for span in scope_spans.spans:
                 trace_id, parent = span.trace_id, span.parent_span_id
                 if not valid_ids(trace_id, span.span_id, parent):
-                    record.invalid += 1
-                    record.dropped += 1
+                    invalid += 1
                     continue
-                per_trace[trace_id] += 1
-                if is_root(parent):
+                traces.append(trace_id)
+                if parent in ROOT_PARENT_IDS:
                     roots.add(trace_id)
-                # The byte search first: reading 95 dropped spans' keys as Python strings
-                # costs more than serializing them again and searching in C.
-                if not (
-                    may_keep
-                    and mentions_genai(span.SerializeToString())
-                    and has_genai_content(span)
-                ):
-                    record.dropped += 1
-                    continue
-                if resource is None:
-                    resource = _resource(resource_spans.resource, cuts)
-                record.kept.append(_span(span, resource, cuts))
-    record.roots_seen = {trace_id.hex() for trace_id in roots}
-    record.spans_per_trace = {trace_id.hex(): n for trace_id, n in per_trace.items()}
-    record.cut_values = cuts.count
-    return record
+                if scope_may_keep and has_genai_content(span):
+                    if resource is None:
+                        resource = _resource(resource_spans.resource, cuts)
+                    kept.append(_span(span, resource, cuts))
+    per_trace = skipped.per_trace
+    per_trace.update(traces)  # counted in C, not span by span
+    return DecodedRecord(
+        kept=kept,
+        dropped=skipped.dropped + skipped.invalid + spans - len(kept),
+        invalid=skipped.invalid + invalid,
+        roots_seen={trace_id.hex() for trace_id in roots},
+        spans_per_trace={trace_id.hex(): n for trace_id, n in per_trace.items()},
+        cut_values=cuts.count,
+        problem=skipped.problem or (INVALID_IDS if invalid else None),
+    )
 
 
 def _parse(value: bytes, encoding: OtlpEncoding) -> tuple[TracesData, Skipped]:
@@ -94,14 +123,32 @@ def _parse(value: bytes, encoding: OtlpEncoding) -> tuple[TracesData, Skipped]:
     data = TracesData()
     try:
         data.ParseFromString(value)
-    except ProtobufDecodeError as e:
-        raise DecodeError(f"not an OTLP protobuf TracesData: {e}") from e
+    except ProtobufDecodeError as e:  # maybe one bad span: read the others
+        return salvage_traces_data(value, e)
     return data, Skipped()
 
 
+# A service sends the same resource with every record: its attributes are converted once and
+# the read-only mapping shared by every kept span of it, in this record and the next ones (for
+# small resources, and a bounded number of them).
+_MEMO_RESOURCE_BYTES = 16_384
+_MEMO_RESOURCES = 256
+_resources: dict[bytes, tuple[Attributes, int]] = {}  # encoded -> attributes, values cut
+
+
 def _resource(resource: Resource, cuts: Cuts) -> Attributes:
-    # One read-only mapping shared by every kept span of the resource.
-    return MappingProxyType(attributes(resource.attributes, cuts))
+    encoded = resource.SerializeToString()
+    known = _resources.get(encoded)
+    if known is None:
+        own = Cuts()
+        known = MappingProxyType(attributes(resource.attributes, own)), own.count
+        if len(encoded) <= _MEMO_RESOURCE_BYTES:
+            if len(_resources) >= _MEMO_RESOURCES:
+                _resources.clear()
+            _resources[encoded] = known
+    converted, cut = known
+    cuts.count += cut
+    return converted
 
 
 def _span(span: OtlpSpan, resource: Attributes, cuts: Cuts) -> Span:

@@ -8,10 +8,17 @@ integers and 64-bit integers as strings or numbers, so only the ids need rewriti
 ``ParseDict`` is pure Python and slow, so spans are filtered on the JSON objects first (the
 rules of ``keep``) and only the kept ones are parsed; the others are counted in ``Skipped``.
 
+Each kept span (and each resource) is parsed on its own, so one bad span (an ``intValue`` that
+is no integer, a ``stringValue`` that is a number, a lone surrogate) is left out alone and
+counted as unreadable, with the reason: the other spans of the batch, often other traces, are
+still read. A resource that does not parse keeps the attributes that do. Only a record that
+is not JSON, or whose frame is not a ``TracesData`` (``resourceSpans``, ``scopeSpans`` and
+``spans`` not lists of objects), raises ``DecodeError``.
+
 Base64 ids (protobuf's canonical JSON, a common mistake of hand-rolled exporters) are accepted:
 the lengths never collide (a trace id is 32 hex digits or 24 base64 characters, a span id 16
 or 12), so reading one for the other is impossible. A span whose id is neither is dropped and
-counted as invalid, alone: the rest of the record is read.
+counted as unreadable, alone: the rest of the record is read.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import json_format
-from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, TracesData
 
 from consumer.errors import DecodeError
 from consumer.telemetry.keep import (
@@ -35,6 +43,8 @@ from consumer.telemetry.keep import (
     valid_ids,
 )
 
+# What ParseDict raises for a value it cannot take (and a lone surrogate, deep nesting).
+_PARSE_ERRORS = (json_format.ParseError, RecursionError, TypeError, ValueError)
 _ID_KEYS = {  # both spellings, as ParseDict accepts both
     "traceId": TRACE_ID_BYTES,
     "trace_id": TRACE_ID_BYTES,
@@ -45,14 +55,32 @@ _ID_KEYS = {  # both spellings, as ParseDict accepts both
 }
 
 
+INVALID_IDS = "a span without a valid trace id and span id"
+
+
 @dataclass(slots=True)
 class Skipped:
-    """Spans left out of the parsed document: invalid ids, or no GenAI content."""
+    """Spans left out of the parsed document: unreadable, or no GenAI content."""
 
-    invalid: int = 0
+    invalid: int = 0  # unreadable: invalid ids, or a field that does not parse
     dropped: int = 0  # valid ids, no GenAI content
-    per_trace: Counter[bytes] = field(default_factory=Counter)  # dropped spans per trace id
-    roots: set[bytes] = field(default_factory=set)  # trace ids of dropped root spans
+    per_trace: Counter[bytes] = field(default_factory=Counter)  # left-out spans per trace id
+    roots: set[bytes] = field(default_factory=set)  # trace ids of left-out root spans
+    problem: str | None = None  # why the first unreadable span (or resource part) was left out
+
+    def unreadable(self, reason: str, trace_id: bytes = b"", parent_id: bytes = b"") -> None:
+        """Count one unreadable span; with its ids, it still counts for its trace."""
+        self.invalid += 1
+        self.note(reason)
+        if trace_id:
+            self.per_trace[trace_id] += 1
+            if is_root(parent_id):
+                self.roots.add(trace_id)
+
+    def note(self, reason: str) -> None:
+        """Remember the first reason something was left out (one log line per record)."""
+        if self.problem is None:
+            self.problem = reason
 
 
 def parse_otlp_json(value: bytes) -> tuple[TracesData, Skipped]:
@@ -63,16 +91,17 @@ def parse_otlp_json(value: bytes) -> tuple[TracesData, Skipped]:
         raise DecodeError(f"not JSON: {_one_line(e)}") from e
     if not isinstance(document, dict):
         raise DecodeError(f"OTLP JSON must be an object, got {type(document).__name__}")
-    skipped = Skipped()
-    for scope_spans in _scope_spans(document):
-        spans = scope_spans.get("spans")
-        if isinstance(spans, list):
-            scope_spans["spans"] = [s for s in spans if _keep(s, skipped)]
-    data = TracesData()
-    try:
-        json_format.ParseDict(document, data, ignore_unknown_fields=True)
-    except (json_format.ParseError, RecursionError, TypeError, ValueError) as e:
-        raise DecodeError(f"not an OTLP TracesData: {_one_line(e)}") from e
+    data, skipped = TracesData(), Skipped()
+    for resource_spans in _objects(document, "resourceSpans", "resource_spans"):
+        target = data.resource_spans.add()
+        kept = 0
+        for scope_spans in _objects(resource_spans, "scopeSpans", "scope_spans"):
+            scope = target.scope_spans.add()
+            for span in _objects(scope_spans, "spans", "spans", frame=False):
+                kept += _parse_span(span, scope, skipped)
+        if kept:  # a resource is read only for the spans that carry it
+            _parse_resource(_field(resource_spans, "resource", "resource"), target.resource,
+                            skipped)
     return data, skipped
 
 
@@ -91,29 +120,57 @@ def id_bytes(text: object, size: int) -> bytes:
     return raw if len(raw) == size else b""
 
 
-def _keep(span: object, skipped: Skipped) -> bool:
-    """Keep a GenAI span (its ids rewritten for ``ParseDict``); count the others."""
+def _parse_span(span: object, scope: ScopeSpans, skipped: Skipped) -> int:
+    """Parse a GenAI span into ``scope`` (1); count any other, or an unreadable one (0)."""
     if not isinstance(span, dict):
-        return True  # not a span object: ParseDict refuses the document
+        skipped.unreadable(f"a span is not a JSON object but {type(span).__name__}")
+        return 0
     trace_id = id_bytes(_field(span, "traceId", "trace_id"), TRACE_ID_BYTES)
     span_id = id_bytes(_field(span, "spanId", "span_id"), SPAN_ID_BYTES)
     parent = _field(span, "parentSpanId", "parent_span_id")
     parent_id = id_bytes(parent, SPAN_ID_BYTES) if parent else b""
     if not valid_ids(trace_id, span_id, parent_id) or (parent and not parent_id):
-        skipped.invalid += 1
-        return False
+        skipped.unreadable(INVALID_IDS)
+        return 0
     if not json_has_genai_content(span):
         skipped.dropped += 1
         skipped.per_trace[trace_id] += 1
         if is_root(parent_id):
             skipped.roots.add(trace_id)
-        return False
+        return 0
     _rewrite_ids(span)
     links = span.get("links")
     for link in links if isinstance(links, list) else ():
         if isinstance(link, dict):
             _rewrite_ids(link)
-    return True
+    try:
+        json_format.ParseDict(span, scope.spans.add(), ignore_unknown_fields=True)
+    except _PARSE_ERRORS as e:
+        del scope.spans[-1]  # half filled: ParseDict stops at the first bad field
+        skipped.unreadable(f"span {span_id.hex()}: {_one_line(e)}", trace_id, parent_id)
+        return 0
+    return 1
+
+
+def _parse_resource(resource: object, target: Resource, skipped: Skipped) -> None:
+    """The resource whole; failing that, each of its attributes that parses."""
+    if resource is None:
+        return
+    if not isinstance(resource, dict):
+        skipped.note(f"a resource is not a JSON object but {type(resource).__name__}")
+        return
+    try:
+        json_format.ParseDict(resource, target, ignore_unknown_fields=True)
+        return
+    except _PARSE_ERRORS as e:
+        target.Clear()
+        skipped.note(f"resource partly unreadable: {_one_line(e)}")
+    pairs = resource.get("attributes")
+    for pair in pairs if isinstance(pairs, list) else ():
+        try:
+            json_format.ParseDict(pair, target.attributes.add(), ignore_unknown_fields=True)
+        except _PARSE_ERRORS:
+            del target.attributes[-1]
 
 
 def _rewrite_ids(node: dict[str, Any]) -> None:
@@ -123,30 +180,24 @@ def _rewrite_ids(node: dict[str, Any]) -> None:
             node[key] = base64.b64encode(id_bytes(node[key], size)).decode("ascii")
 
 
-def _scope_spans(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every scope-spans object; wrong shapes are left for ``ParseDict`` to refuse."""
-    found = []
-    for resource_spans in _list(document, "resourceSpans", "resource_spans"):
-        if isinstance(resource_spans, dict):
-            found += [
-                scope
-                for scope in _list(resource_spans, "scopeSpans", "scope_spans")
-                if isinstance(scope, dict)
-            ]
-    return found
+def _objects(node: dict[str, Any], camel: str, proto: str, frame: bool = True) -> list[Any]:
+    """The list under either spelling of a key; ``DecodeError`` when it is not a list (of
+    objects, for the ``TracesData`` frame: its spans are checked one by one)."""
+    items: list[Any] = []
+    for key in dict.fromkeys((camel, proto)):
+        value = node.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or (
+            frame and not all(isinstance(item, dict) for item in value)
+        ):
+            raise DecodeError(f"not an OTLP TracesData: {key} is not a list of objects")
+        items += value
+    return items
 
 
 def _field(node: dict[str, Any], camel: str, proto: str) -> object:
     return node.get(camel, node.get(proto))
-
-
-def _list(node: dict[str, Any], *keys: str) -> list[Any]:
-    items: list[Any] = []
-    for key in keys:
-        value = node.get(key)
-        if isinstance(value, list):
-            items += value
-    return items
 
 
 def _one_line(error: BaseException) -> str:

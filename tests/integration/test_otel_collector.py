@@ -27,9 +27,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from opentelemetry.sdk.trace import ReadableSpan
 
+from scripts import local_collector
 from scripts.kafka import broker
 from tests.support import collector
-from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -60,28 +60,23 @@ class ArrivedSpan:
 @pytest.fixture(scope="session")
 def collector_build() -> None:
     """The collector binary, built once per session (minutes on a cold Go module cache)."""
-    reason = collector.cannot_build_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    collector.build()
+    collector.available()
 
 
 @pytest.fixture(scope="session", params=ENCODINGS)
 def running(
     request: pytest.FixtureRequest, kafka: str, collector_build: None
-) -> Iterator[collector.Collector]:
+) -> Iterator[local_collector.RunningCollector]:
     """A collector per encoding, on a port and topic of its own, stopped afterwards."""
     encoding: str = request.param
     topic = f"otlp-spans-{encoding}-{uuid.uuid4().hex[:8]}"
-    with collector.running_collector(
-        kafka, port=free_port(), topic=topic, encoding=encoding
-    ) as started:
+    with local_collector.running(kafka, topic, encoding) as started:
         yield started
 
 
 @pytest.fixture(scope="session")
 async def delivered(
-    running: collector.Collector, kafka: str
+    running: local_collector.RunningCollector, kafka: str
 ) -> tuple[list[ReadableSpan], list[ArrivedSpan]]:
     """The spans the SDK sent through the collector, and the spans read back from Kafka."""
     # Three partitions, so that keying by trace id has something to decide; created before
@@ -149,7 +144,7 @@ async def test_attributes_survive(
 
 
 async def test_records_are_in_the_configured_encoding(
-    running: collector.Collector, kafka: str,
+    running: local_collector.RunningCollector, kafka: str,
     delivered: tuple[list[ReadableSpan], list[ArrivedSpan]],
 ) -> None:
     records = await collector.read_spans(kafka, running.topic, expected=len(delivered[0]))

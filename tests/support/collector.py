@@ -1,21 +1,14 @@
-"""A real OpenTelemetry Collector for tests: ``scripts/otel-collector`` built and started on a
-port of its own, writing to a topic of its own in one encoding, stopped afterwards; traces sent
-to it with the OTel Python SDK as an instrumented RAG application sends them, and its topic
-read back."""
+"""The real OpenTelemetry Collector in tests (run by ``scripts/local_collector.py``): traces
+sent to it with the OTel Python SDK as an instrumented RAG application sends them, and its
+topic read back."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from openinference.semconv.trace import (
     DocumentAttributes,
@@ -31,13 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-OTEL_COLLECTOR = Path(__file__).resolve().parents[2] / "scripts" / "otel-collector"
-
-# Generous: the first build downloads the modules and compiles the collector (minutes on
-# two cores); a cached binary starts in about a second.
-BUILD_TIMEOUT_S = 1200.0
-START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 30.0
+from scripts import local_collector
 
 SERVICE_NAME = "rag-app-under-test"
 KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
@@ -46,63 +33,13 @@ QUESTION = "When was the Eiffel Tower completed?"
 ANSWER = "The Eiffel Tower was completed in 1889."
 
 
-@dataclass(frozen=True)
-class Collector:
-    """A running collector: where to send OTLP/HTTP and where its spans land."""
-
-    endpoint: str  # http://127.0.0.1:PORT
-    topic: str
-    encoding: str  # otlp_proto | otlp_json
-
-    @property
-    def traces_url(self) -> str:
-        """The OTLP/HTTP traces path, as OTLPSpanExporter(endpoint=...) wants it."""
-        return f"{self.endpoint}/v1/traces"
-
-
-def cannot_build_reason() -> str | None:
-    """Why the collector can be neither built nor found cached here, or None when it can."""
-    home = Path(os.environ.get("OTELCOL_HOME", OTEL_COLLECTOR.parents[1] / ".cache" / "otelcol"))
-    if shutil.which("go") is not None or any((home / "bin").glob("*.stamp")):
-        return None
-    return "go is not installed: scripts/otel-collector needs it once to build the collector"
-
-
-def build() -> Path:
-    """Build the collector (or find it cached); its binary's path. Raises on failure."""
-    result = _run("build", {}, timeout_s=BUILD_TIMEOUT_S)
-    if result.returncode != 0:
-        raise RuntimeError(f"otel-collector build failed:\n{result.stderr}")
-    return Path(result.stdout.strip().splitlines()[-1])
-
-
-@contextmanager
-def running_collector(
-    bootstrap: str, *, port: int, topic: str, encoding: str
-) -> Iterator[Collector]:
-    """A collector on ``port`` writing ``topic`` in ``encoding``; stopped on exit."""
-    env = {
-        "OTELCOL_HTTP_PORT": str(port),
-        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "OTELCOL_TOPIC": topic,
-        "OTELCOL_ENCODING": encoding,
-    }
-    try:
-        started = _run("start", env, timeout_s=BUILD_TIMEOUT_S + START_TIMEOUT_S)
-        if started.returncode != 0:
-            raise RuntimeError(f"otel-collector start failed:\n{started.stderr}")
-        yield Collector(started.stdout.strip().splitlines()[-1], topic, encoding)
-    finally:
-        _run("stop", env, timeout_s=STOP_TIMEOUT_S)
-
-
-def _run(
-    command: str, env: dict[str, str], *, timeout_s: float
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(OTEL_COLLECTOR), command], env={**os.environ, **env}, capture_output=True,
-        text=True, timeout=timeout_s, check=False,
-    )
+def available() -> None:
+    """Skip the calling test where the collector can be neither built nor found cached; else
+    build it (or find it cached) before any test's clock starts."""
+    reason = local_collector.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    local_collector.build()
 
 
 # ---------------------------------------------------------------------------- sending

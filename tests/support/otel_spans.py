@@ -2,33 +2,32 @@
 
 ``Recorder`` is a ``TracerProvider`` over an in-memory exporter; ``otlp_proto`` encodes finished
 spans with the SDK's own OTLP encoder (``encode_spans``, what the OTLP exporters send and the
-collector forwards); ``otlp_json`` turns those bytes into OTLP/JSON the way the collector's
-pdata JSON marshaler writes it. ``rag_trace`` emits the shape an instrumented RAG service
-emits: an HTTP server root without GenAI content, an OpenInference chain, retriever and LLM
-span, and database spans around them.
+collector forwards); ``otlp_json`` (``scripts/span_transport.py``'s, re-exported) turns those
+bytes into OTLP/JSON the way the collector's pdata JSON marshaler writes it. ``rag_trace``
+emits the shape an instrumented RAG service emits: an HTTP server root without GenAI
+content, an OpenInference chain, retriever and LLM span, and database spans around them.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from google.protobuf import json_format
 from openinference.semconv.trace import (
     DocumentAttributes,
     MessageAttributes,
     OpenInferenceSpanKindValues,
     SpanAttributes,
 )
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Tracer
+
+from scripts.span_transport import encode
+from scripts.span_transport import otlp_json as otlp_json  # the tests' too
 
 KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
@@ -52,23 +51,7 @@ class Recorder:
 
 def otlp_proto(spans: Sequence[ReadableSpan]) -> bytes:
     """One record's value in ``otlp_proto``: the SDK's ``ExportTraceServiceRequest`` bytes."""
-    return bytes(encode_spans(spans).SerializeToString())
-
-
-def otlp_json(proto: bytes) -> bytes:
-    """The same batch in ``otlp_json``, as the collector's pdata JSON marshaler writes it.
-
-    ``MessageToDict`` gives lowerCamelCase keys, integer enums and 64-bit integers as strings,
-    as pdata does; only the ids differ (protobuf writes base64, OTLP/JSON hex), so they are
-    rewritten.
-    """
-    data = TracesData.FromString(proto)
-    document: dict[str, Any] = json_format.MessageToDict(data, use_integers_for_enums=True)
-    for node in _id_holders(document):
-        for key in _ID_KEYS:
-            if node.get(key):
-                node[key] = base64.b64decode(node[key]).hex()
-    return json.dumps(document).encode()
+    return encode(spans, "otlp_proto")
 
 
 def rewrite_ids(document: dict[str, Any], spell: Callable[[str], str]) -> dict[str, Any]:

@@ -72,7 +72,7 @@ async def test_a_window_with_nothing_in_it_is_complete_at_once(
     assert w.total == total
     assert w.completed == 0
     assert w.complete
-    assert w.unreached() == []
+    assert w.reading() == []
     assert w.stop_of(P0) == max(span)
 
 
@@ -81,7 +81,7 @@ async def test_totals_and_starts_per_partition() -> None:
     assert w.total == 15
     assert w.starts() == {P0: 10, P1: 0}
     assert w.stop_of(P0) == 20
-    assert sorted(w.unreached()) == [P0, P1]
+    assert sorted(w.reading()) == [P0, P1]
     assert not w.complete
 
 
@@ -110,7 +110,7 @@ async def test_the_stop_is_set_only_once_reached_and_every_fetched_record_finish
     assert not w.stop.is_set(), "every record fetched finished, but the stop is not reached"
 
     w.fetched(P0, 9)
-    w.reach(P0)
+    w.read_to(P0, w.stop_of(P0))
     await w.commit({P0: 9})
     assert not w.stop.is_set(), "reached, but record 9 is not finished"
     await w.commit({P0: 10})
@@ -121,7 +121,7 @@ async def test_the_stop_is_set_only_once_reached_and_every_fetched_record_finish
 async def test_a_partition_reached_without_records_is_finished() -> None:
     # Only transaction markers (or aborted records) below the stop: nothing was fetched.
     w = window({P0: (0, 3)})
-    w.reach(P0)
+    w.read_to(P0, w.stop_of(P0))
     w.check()
     assert w.stop.is_set()
 
@@ -139,13 +139,13 @@ async def test_a_rewind_unreaches_and_forgets_what_is_fetched_again(
 ) -> None:
     w = window({P0: (2, 10)})
     w.fetched(P0, 9)
-    w.reach(P0)
+    w.read_to(P0, w.stop_of(P0))
     w.rewind(P0, rewind_to)
     assert w.is_reached(P0) is reached
 
     # Read to the stop again: finished once the watermark passes the last record still
     # counted as fetched (at once when none is).
-    w.reach(P0)
+    w.read_to(P0, w.stop_of(P0))
     if last_fetched is not None:
         await w.commit({P0: last_fetched})
         assert not w.complete

@@ -13,18 +13,20 @@ import pytest
 from aiokafka import TopicPartition
 from openinference.semconv.trace import OpenInferenceSpanKindValues, SpanAttributes
 from opentelemetry.sdk.trace import ReadableSpan
+from structlog.testing import capture_logs
 
 from consumer import wiring
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.ops.metrics import REGISTRY
 from consumer.settings import Settings
-from consumer.stream import span_path
 from consumer.stream.pipeline import Pipeline, PipelineConfig
+from consumer.telemetry import candidate
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import KIND, Recorder, otlp_proto, rag_trace
 from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
+from tests.support.transactional_fakes import a_verdict, empty_sink
 from tests.support.waiting import until
-from tests.unit.stream.test_transactional import _empty_sink, _verdict
 
 ANSWER = "Frank Herbert [1]."  # what rag_trace answers
 
@@ -44,10 +46,10 @@ class Consumer:
         self.next_offset: dict[TP, int] = {}
         self.ever_paused = False
 
-    def feed(self, tp: TP, *values: bytes) -> None:
+    def feed(self, tp: TP, *values: bytes, key: bytes | None = None) -> None:
         queue = self.queued.setdefault(tp, [])
         start = self.next_offset.get(tp, 0)
-        queue += [Rec(tp.topic, tp.partition, start + i, 0, None, v, [])
+        queue += [Rec(tp.topic, tp.partition, start + i, 0, key, v, [])
                   for i, v in enumerate(values)]
         self.next_offset[tp] = start + len(values)
 
@@ -159,7 +161,7 @@ async def test_a_trace_whose_mapping_fails_gets_an_error_verdict_before_its_offs
     def broken(spans: object) -> None:
         raise RecursionError("maximum recursion depth exceeded\nwhile decoding JSON")
 
-    monkeypatch.setattr(span_path, "map_trace", broken)
+    monkeypatch.setattr(candidate, "map_trace", broken)
     spans = rag_spans()
     harness = Harness()
     harness.consumer.feed(P0, otlp_proto(spans[:3]), otlp_proto(spans[3:]))
@@ -332,12 +334,12 @@ async def test_records_held_by_open_traces_do_not_fill_the_in_flight_window() ->
 async def test_exactly_once_holds_every_verdict_whose_trace_began_in_the_same_record() -> None:
     # Without partition_traces_by_id one record carries many traces: their verdicts share
     # its offset as ``source`` and must all be held, then sent in one transaction.
-    sink, producers, _ = _empty_sink()
+    sink, producers, _ = empty_sink()
     p0 = TopicPartition("traces", 0)
     await sink.start_partition(p0)
     for name in ("a", "b"):
-        await sink.publish(_verdict(p0, 0).model_copy(update={"verdict_id": f"v-{name}"}))
-    await sink.publish(_verdict(p0, 1))
+        await sink.publish(a_verdict(p0, 0).model_copy(update={"verdict_id": f"v-{name}"}))
+    await sink.publish(a_verdict(p0, 1))
     assert await sink.commit({p0: 1}) == {p0: 1}
     assert producers[sink.transactional_id(p0)].sent_to == [
         ("verdicts", b"v-a"), ("verdicts", b"v-b")]
@@ -352,3 +354,66 @@ def test_wiring_gives_span_formats_the_assembly_settings_and_a_wide_window(encod
     assert config.assembly == AssemblyLimits(quiet_s=2, max_wait_s=9, max_open_traces=50)
     assert config.max_uncommitted == max(wiring.max_uncommitted(settings), 1000)
     assert wiring.pipeline_config(Settings()).spans is None, "trace_json: the record path"
+
+
+def _metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_the_span_metrics_count_what_assembly_did() -> None:
+    spans = rag_spans()  # 2 DB spans and the HTTP root dropped; chain, retriever, LLM kept
+    harness = Harness()
+    harness.judge.open(ANSWER)
+    kept, dropped = (_metric("groundedness_spans_total", outcome=o) for o in ("kept", "dropped"))
+    quiet, late = (_metric("groundedness_traces_closed_total", closed_by="quiet"),
+                   _metric("groundedness_late_spans_total"))
+    harness.consumer.feed(P0, otlp_proto(spans[:3]))
+    await harness.start()
+    await until(lambda: _metric("groundedness_open_traces") == 1)
+    harness.consumer.feed(P0, otlp_proto(spans[3:]))
+    await until(lambda: len(harness.sink.verdicts) == 1)
+    harness.consumer.feed(P0, otlp_proto(spans[:1]))  # the same DB span again: late
+    await until(lambda: harness.committed() == 3)
+    await harness.stop()
+    assert _metric("groundedness_spans_total", outcome="kept") == kept + 3
+    assert _metric("groundedness_spans_total", outcome="dropped") == dropped + 3 + 1
+    assert _metric("groundedness_traces_closed_total", closed_by="quiet") == quiet + 1
+    assert _metric("groundedness_late_spans_total") == late + 1
+    assert _metric("groundedness_open_traces") == 0
+
+
+async def test_a_trace_split_over_two_partitions_is_counted_logged_and_judged_in_parts(
+) -> None:
+    # The exporter without partition_traces_by_id: the chain and retriever on one partition,
+    # the LLM and the root on the other. Each part is a trace of its own there; the part
+    # without its root closes only at its max wait.
+    spans = rag_spans()
+    trace_id = hex_trace_id(spans)
+    harness = Harness(assigned={P0, P1}, max_wait_s=0.3)
+    harness.judge.open(ANSWER)
+    split, unkeyed = (_metric("groundedness_split_traces_total"),
+                      _metric("groundedness_unkeyed_span_records_total"))
+    chain_and_retriever = [span for span in spans if span.name in ("query", "retrieve")]
+    rest = [span for span in spans if span not in chain_and_retriever]
+    harness.consumer.feed(P0, otlp_proto(chain_and_retriever))  # no key: the exporter's default
+    with capture_logs() as logs:
+        await harness.start()
+        await until(lambda: harness.pipeline._spans is not None
+                    and harness.pipeline._spans.open_traces == 1)
+        harness.consumer.feed(P1, otlp_proto(rest), key=trace_id.encode())
+        await until(lambda: len(harness.sink.verdicts) == 2)
+        await until(lambda: harness.committed(P0) == 1 and harness.committed(P1) == 1)
+        await harness.stop()
+    assert _metric("groundedness_split_traces_total") == split + 1
+    assert _metric("groundedness_unkeyed_span_records_total") == unkeyed + 1
+    events = [entry["event"] for entry in logs]
+    assert "trace_split_across_partitions" in events
+    assert "span_records_not_keyed_by_trace" in events
+    by_partition = {v.source.partition: v for v in harness.sink.verdicts if v.source}
+    assert {v.trace_id for v in by_partition.values()} == {trace_id}
+    assert by_partition[0].assembly is not None
+    assert by_partition[1].assembly is not None
+    assert (by_partition[0].assembly.root_seen, by_partition[0].assembly.closed_by) == (
+        False, "max_wait")
+    assert (by_partition[1].assembly.root_seen, by_partition[1].assembly.closed_by) == (
+        True, "quiet")

@@ -6,9 +6,7 @@ cannot start, zombie) are in ``tests/integration/test_exactly_once_ownership.py`
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,83 +19,9 @@ from consumer.errors import PublishError
 from consumer.stream import transactional
 from consumer.stream.sink import OutcomeTopics
 from consumer.stream.transactional import TransactionalSink
-from schemas.verdict import Source, Truncation, VerdictEvent
+from tests.support.transactional_fakes import FakeProducer, a_verdict, empty_sink
 
 P0, P1 = TopicPartition("traces", 0), TopicPartition("traces", 1)
-
-
-@dataclass
-class _Manager:
-    transactional_id: str
-    state: TransactionState = TransactionState.READY
-
-
-@dataclass
-class FakeProducer:
-    """Records what was sent and committed; ``fail_with`` breaks the next transaction and
-    leaves the transaction state at ``fail_state``."""
-
-    transactional_id: str
-    fail_with: BaseException | None = None
-    fail_state: TransactionState = TransactionState.READY
-    sent: list[bytes] = field(default_factory=list)
-    sent_to: list[tuple[str, bytes | None]] = field(default_factory=list)  # (topic, key)
-    offsets: list[dict[TopicPartition, int]] = field(default_factory=list)
-    aborts: int = 0
-    stopped: bool = False
-    start_error: BaseException | None = None
-    stop_error: BaseException | None = None
-    stop_hangs: bool = False
-    abort_error: BaseException | None = None
-
-    def __post_init__(self) -> None:
-        self._txn_manager = _Manager(self.transactional_id)
-
-    async def start(self) -> None:
-        if self.start_error is not None:
-            raise self.start_error
-
-    async def stop(self) -> None:
-        self.stopped = True
-        if self.stop_hangs:
-            await asyncio.Event().wait()
-        if self.stop_error is not None:
-            raise self.stop_error
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        if self._txn_manager.state == TransactionState.FATAL_ERROR:
-            raise AssertionError("Invalid state transition FATAL_ERROR -> IN_TRANSACTION")
-        pending: list[tuple[str, bytes | None, bytes]] = []
-        self._pending = pending
-        yield
-        if self.fail_with is not None:
-            failure, self.fail_with = self.fail_with, None
-            self._txn_manager.state = self.fail_state
-            raise failure
-        self.sent += [value for _, _, value in pending]
-        self.sent_to += [(topic, key) for topic, key, _ in pending]
-
-    async def send(self, topic: str, value: bytes, key: bytes | None = None, **_: Any) -> Any:
-        self._pending.append((topic, key, value))
-        future: Any = _done()
-        return future
-
-    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int],
-                                          group_id: str) -> None:
-        self.offsets.append(offsets)
-
-    async def abort_transaction(self) -> None:
-        self.aborts += 1
-        if self.abort_error is not None:
-            raise self.abort_error
-        self._txn_manager.state = TransactionState.READY
-
-
-def _done() -> Any:
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    future.set_result(None)
-    return future
 
 
 @dataclass(frozen=True)
@@ -113,23 +37,10 @@ class Record:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
-def _empty_sink() -> tuple[TransactionalSink, dict[str, FakeProducer], list[Any]]:
-    producers: dict[str, FakeProducer] = {}
-    lost: list[Any] = []
-
-    def make(transactional_id: str) -> Any:
-        producers[transactional_id] = FakeProducer(transactional_id)
-        return producers[transactional_id]
-
-    sink = TransactionalSink(make, "group", OutcomeTopics("verdicts", "dlq"))
-    sink.on_lost = lost.append
-    return sink, producers, lost
-
-
 async def _sink_with(*partitions: TopicPartition) -> tuple[TransactionalSink,
                                                           dict[str, FakeProducer], list[Any]]:
     """A sink owning ``partitions``, each holding one dead letter at offset 0."""
-    sink, producers, lost = _empty_sink()
+    sink, producers, lost = empty_sink()
     for tp in partitions:
         await sink.start_partition(tp)
         await sink.dead_letter(Record(tp.topic, tp.partition, 0), "not JSON")
@@ -185,27 +96,17 @@ async def test_a_producer_in_a_fatal_state_does_not_stop_later_partitions() -> N
 # -- the other failure paths: start, publish, abort, revoke, stop ---------------------------
 
 
-def _verdict(tp: TopicPartition | None, offset: int = 0) -> VerdictEvent:
-    source = None if tp is None else Source(topic=tp.topic, partition=tp.partition, offset=offset)
-    return VerdictEvent(
-        verdict_id=f"v-{offset}", trace_id=f"t-{offset}", prompt_version="v1", judge_model="m",
-        verdict="pass", score=1.0, raw_score=5, threshold=0.5, reason="ok",
-        unsupported_claims=[], error=None, truncation=Truncation(), usage=None, latency_ms=1,
-        evaluated_at="2024-05-01T00:00:00.000Z", source=source,
-    )
-
-
 async def test_a_verdict_without_its_source_cannot_be_held() -> None:
     sink, _, _ = await _sink_with(P0)
     with pytest.raises(PublishError, match="source"):
-        await sink.publish(_verdict(None))
+        await sink.publish(a_verdict(None))
 
 
 async def test_a_commit_publishes_only_the_outcomes_below_the_watermark() -> None:
-    sink, producers, _ = _empty_sink()
+    sink, producers, _ = empty_sink()
     await sink.start_partition(P0)
     for offset in (0, 1, 2):
-        await sink.publish(_verdict(P0, offset))
+        await sink.publish(a_verdict(P0, offset))
     p0 = producers[sink.transactional_id(P0)]
 
     assert await sink.commit({P0: 2}) == {P0: 2}

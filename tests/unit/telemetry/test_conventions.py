@@ -123,6 +123,26 @@ OPENAI_ONLY = [
     }, start=0, end=10),
 ]
 
+# LlamaIndex's llm.complete called by hand after a retriever call (a real app's shape): no
+# chain around them, the prompt in llm.prompts (an array), the reply only in output.value.
+COMPLETION_AFTER_RETRIEVAL = [
+    span(1, DROPPED_ROOT, {KIND: RETRIEVER, SA.INPUT_VALUE: "Who built it?",
+                           **documents(SA.RETRIEVAL_DOCUMENTS, "Eiffel's company built it.")},
+         start=0, end=10, resource=RESOURCE),
+    span(2, DROPPED_ROOT, {KIND: LLM, SA.LLM_PROMPTS: ("Context: Eiffel's company built it.\n"
+                                                       "Question: Who built it?",),
+                           SA.INPUT_VALUE: json.dumps({"args": ["Context: ..."]}),
+                           SA.INPUT_MIME_TYPE: JSON_MIME,
+                           SA.OUTPUT_VALUE: "Gustave Eiffel's company."},
+         start=11, end=30, resource=RESOURCE),
+]
+
+# The newer flattened form of the prompts, and no retriever: the prompt is the context.
+COMPLETION_ONLY = [
+    span(1, DROPPED_ROOT, {KIND: LLM, f"{SA.LLM_PROMPTS}.0.prompt.text": "Say hi to Ann.",
+                           SA.OUTPUT_VALUE: "Hi Ann!"}, start=0, end=10),
+]
+
 OPENINFERENCE = [
     pytest.param(LLAMA_INDEX, {
         "answer": "In Paris.", "answer_span": sid(1), "input": "Where is the Eiffel Tower?",
@@ -146,6 +166,15 @@ OPENINFERENCE = [
         "answer": "Hello.", "answer_span": sid(1), "input": "Hi?", "source": "llm_input",
         "docs": ("Hi?",),
     }, id="openai-only-raw-response-falls-to-messages"),
+    pytest.param(COMPLETION_AFTER_RETRIEVAL, {
+        "answer": "Gustave Eiffel's company.", "answer_span": sid(2), "source": "retrieval",
+        "docs": ("Eiffel's company built it.",),
+        "input": "Context: Eiffel's company built it.\nQuestion: Who built it?",
+    }, id="completion-call-after-a-retriever"),
+    pytest.param(COMPLETION_ONLY, {
+        "answer": "Hi Ann!", "answer_span": sid(1), "input": "Say hi to Ann.",
+        "source": "llm_input", "docs": ("Say hi to Ann.",),
+    }, id="completion-call-prompts-are-the-context"),
 ]
 
 

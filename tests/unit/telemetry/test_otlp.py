@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from consumer.errors import DecodeError
 from consumer.telemetry.otlp import DecodedRecord, OtlpEncoding, decode_otlp
+from consumer.telemetry.otlp_json import INVALID_IDS
 from consumer.telemetry.otlp_values import MAX_ARRAY_ITEMS, MAX_ATTRIBUTE_CHARS, MAX_DEPTH
 from tests.support.otel_spans import (
     KIND,
@@ -245,6 +246,7 @@ def test_a_span_with_bad_ids_is_dropped_alone(
     decoded = decode_spans(bad, GOOD, encoding=encoding)
     assert [span.span_id for span in decoded.kept] == ["01" * 8]
     assert (decoded.dropped, decoded.invalid) == (1, 1)
+    assert decoded.problem == INVALID_IDS  # the reason the record's warning gives
 
 
 def json_document(**span_fields: Any) -> bytes:
@@ -340,7 +342,7 @@ def test_json_with_proto_field_names_and_numeric_int64s_is_read() -> None:
         (b"{}", "otlp_json", "no resourceSpans"),
         (b'{"resourceSpans": "x"}', "otlp_json", "not an OTLP TracesData"),
         (
-            b'{"resourceSpans": [{"scopeSpans": [{"spans": [7]}]}]}',
+            b'{"resourceSpans": [{"scopeSpans": [7]}]}',
             "otlp_json",
             "not an OTLP TracesData",
         ),
@@ -363,7 +365,7 @@ def test_json_with_proto_field_names_and_numeric_int64s_is_read() -> None:
         "json-array",
         "empty-object",
         "resource-spans-not-a-list",
-        "span-not-an-object",
+        "scope-spans-not-an-object",
         "two-documents",
         "deep-nesting",
     ],

@@ -1,0 +1,78 @@
+"""One closed trace's way (span formats): candidate -> judge -> verdict acknowledged.
+
+The span path's counterpart of ``record_path.py``: it never raises. A bug met while mapping or
+judging still gives the trace an acknowledged outcome, an ``error`` verdict of type
+``internal_error``, so that no record is committed without one; only if even that fails to
+publish is the trace finished with none, counted ``failed``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from consumer.evaluate import Evaluation, Evaluator
+from consumer.judge.result import TraceFailed
+from consumer.ops import metrics
+from consumer.stream.partitions import Partition
+from consumer.stream.record_path import RecordPath
+from consumer.telemetry.assembly import ClosedTrace
+from consumer.telemetry.candidate import candidate
+from consumer.verdicts import Context, errored
+from schemas.trace import TraceEvent
+from schemas.verdict import Source, Truncation
+
+INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a trace's way
+
+
+class TracePath:
+    """Takes each closed trace to its outcome, counted in the record path's outcomes."""
+
+    def __init__(self, records: RecordPath, evaluator: Evaluator) -> None:
+        self._records = records
+        self._evaluator = evaluator
+
+    async def handle(self, tp: Partition, closed: ClosedTrace, bound: Any) -> None:
+        """Return once the trace's outcome is acknowledged (its verdict, or none due)."""
+        try:
+            await self._outcome(tp, closed, bound)
+        except Exception as exc:  # a bug must not hold the partition's watermark for good
+            bound.exception("trace_failed")
+            try:
+                await self._records.publish(self._failure(tp, closed, exc), bound)
+            except Exception:
+                bound.exception("trace_error_unpublished")
+                self._records.outcomes["failed"] += 1
+
+    async def _outcome(self, tp: Partition, closed: ClosedTrace, bound: Any) -> None:
+        found = candidate(closed)
+        if found == "no_candidate":  # no LLM call, and no answer with documents
+            self._records.outcomes["no_candidate"] += 1
+            bound.debug("trace_not_judged", reason="no candidate", spans=len(closed.spans))
+            return
+        if found == "empty_answer":
+            metrics.SKIPPED.inc()
+            self._records.outcomes["skipped"] += 1
+            bound.debug("trace_skipped", reason="empty answer")
+            return
+        # The trace's first record: under exactly once its verdict is held until the
+        # watermark passes that record, which it does only once this trace is finished.
+        evaluation = await self._evaluator.evaluate(
+            found.trace, source=_source(tp, closed), origin=found.origin
+        )
+        await self._records.publish(evaluation, bound)
+
+    def _failure(self, tp: Partition, closed: ClosedTrace, exc: Exception) -> Evaluation:
+        """The ``error`` verdict on a trace an internal error stopped (mapping or judging)."""
+        # Only the trace id is known for sure: mapping itself may be what failed.
+        trace = TraceEvent(trace_id=closed.trace_id)
+        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        failed = TraceFailed(kind=INTERNAL_ERROR, message=message, usage=None, latency_ms=0,
+                             attempts=0)
+        evaluator = self._evaluator
+        ctx = Context(evaluator.judge.model, evaluator.threshold, Truncation(),
+                      _source(tp, closed), evaluator.secrets)
+        return Evaluation(errored(trace, failed, ctx), failed)
+
+
+def _source(tp: Partition, closed: ClosedTrace) -> Source:
+    return Source(topic=tp.topic, partition=tp.partition, offset=closed.first_offset)

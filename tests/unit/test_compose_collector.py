@@ -1,0 +1,138 @@
+"""The compose file's "spans" profile: its OpenTelemetry Collector writes what the span worker
+reads, with the same exporter settings as the repo's own collector (scripts/otelcol), and the
+real collector accepts its configuration. Read from the files; no Docker needed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scripts import local_collector
+from tests.support.contract import CONTRACT_VARS
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = REPO / "docker-compose.yml"
+REPO_CONFIG = REPO / "scripts" / "otelcol" / "config.yaml"
+BUILDER = REPO / "scripts" / "otelcol" / "builder.yaml"
+COLLECTOR_SCRIPT = REPO / "scripts" / "otel-collector"
+CONFIG_NAME = "otel-collector-config"
+
+Service = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    document = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+@pytest.fixture(scope="module")
+def collector_config(compose: dict[str, Any]) -> dict[str, Any]:
+    """The collector configuration the compose file hands to the collector container."""
+    config = yaml.safe_load(compose["configs"][CONFIG_NAME]["content"])
+    assert isinstance(config, dict)
+    return config
+
+
+@pytest.fixture(scope="module")
+def repo_config() -> dict[str, Any]:
+    config = yaml.safe_load(REPO_CONFIG.read_text(encoding="utf-8"))
+    assert isinstance(config, dict)
+    return config
+
+
+def script_default(name: str) -> str:
+    """The default scripts/otel-collector gives ``name`` (``VAR=${NAME:-default}``)."""
+    match = re.search(rf"\$\{{{name}:-([^}}]*)\}}", COLLECTOR_SCRIPT.read_text(encoding="utf-8"))
+    assert match is not None, name
+    return match.group(1)
+
+
+def test_the_collector_is_the_contrib_image_of_the_builder_release(
+    compose: dict[str, Any],
+) -> None:
+    collector = compose["services"]["otel-collector"]
+    image, _, tag = collector["image"].partition(":")
+    assert image == "otel/opentelemetry-collector-contrib"
+    kafka_exporter = re.search(r"kafkaexporter v(\d+\.\d+)\.\d+", BUILDER.read_text())
+    assert kafka_exporter is not None
+    assert tag.startswith(kafka_exporter.group(1) + "."), "one collector release for both"
+    mounted = {c["source"]: c["target"] for c in collector["configs"]}
+    assert mounted == {CONFIG_NAME: "/etc/otelcol-contrib/config.yaml"}  # the image's default
+    assert {"127.0.0.1:4317:4317", "127.0.0.1:4318:4318"} <= set(collector["ports"])
+    assert collector["depends_on"]["kafka"]["condition"] == "service_healthy"
+
+
+def test_otlp_comes_in_over_grpc_and_http(collector_config: dict[str, Any]) -> None:
+    protocols = collector_config["receivers"]["otlp"]["protocols"]
+    # All interfaces of the collector's container: the ports are published on loopback.
+    assert protocols["grpc"]["endpoint"] == "0.0.0.0:4317"
+    assert protocols["http"]["endpoint"] == "0.0.0.0:4318"
+
+
+def test_the_exporter_is_the_repo_collectors_with_its_defaults(
+    collector_config: dict[str, Any], repo_config: dict[str, Any]
+) -> None:
+    ours, theirs = collector_config["exporters"]["kafka"], repo_config["exporters"]["kafka"]
+    # The worker relies on one trace per record, keyed by trace id.
+    assert ours["partition_traces_by_id"] is True
+    assert ours["traces"] == {
+        "topic": script_default("OTELCOL_TOPIC"), "encoding": script_default("OTELCOL_ENCODING"),
+    } == {"topic": "otlp_spans", "encoding": "otlp_proto"}
+    # Everything but where it writes: the same settings as the collector the tests exercise.
+    assert {k: v for k, v in ours.items() if k not in ("brokers", "traces")} == {
+        k: v for k, v in theirs.items() if k not in ("brokers", "traces")}
+    assert collector_config["processors"] == repo_config["processors"]
+    assert collector_config["service"]["pipelines"] == repo_config["service"]["pipelines"]
+
+
+def test_the_span_worker_reads_what_the_collector_writes(
+    compose: dict[str, Any], collector_config: dict[str, Any]
+) -> None:
+    worker: Service = compose["services"]["worker-spans"]
+    env = {str(k): str(v) for k, v in worker["environment"].items()}
+    exporter = collector_config["exporters"]["kafka"]
+    assert set(env) <= CONTRACT_VARS, set(env) - CONTRACT_VARS
+    assert exporter["brokers"] == [env["KAFKA_BOOTSTRAP_SERVERS"]]
+    assert env["TRACES_TOPIC"] == exporter["traces"]["topic"]
+    assert env["TRACES_FORMAT"] == exporter["traces"]["encoding"]
+    assert float(env["TRACE_QUIET_SECONDS"]) <= float(env["TRACE_MAX_WAIT_SECONDS"])
+    assert int(env["MAX_OPEN_TRACES"]) >= 1
+    # Its own group: the trace-event worker's group reads another topic.
+    assert env["CONSUMER_GROUP"] != compose["services"]["worker"]["environment"]["CONSUMER_GROUP"]
+    assert worker["command"] == ["run"]
+    assert worker["read_only"] is True
+    assert "otel-collector" in worker["depends_on"]
+
+
+def test_the_span_services_stay_out_of_a_plain_compose_up(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert services["otel-collector"]["profiles"] == ["spans"]
+    assert services["worker-spans"]["profiles"] == ["spans"]
+    assert all("profiles" not in services[name] for name in ("kafka", "worker", "loader"))
+
+
+def test_no_compose_interpolation_in_the_collector_config(compose: dict[str, Any]) -> None:
+    # Compose substitutes ${...} and $NAME in a config's content from the host's environment.
+    assert "$" not in compose["configs"][CONFIG_NAME]["content"]
+
+
+def test_the_real_collector_accepts_the_configuration(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    """``otelcol validate`` of the repo's build (the same receiver, processor and exporter
+    versions as the image): unknown keys or bad values fail here, not in a container."""
+    binary = local_collector.cached_binary()
+    if binary is None:
+        pytest.skip("no cached collector build (scripts/otel-collector build)")
+    config = tmp_path / "config.yaml"
+    config.write_text(compose["configs"][CONFIG_NAME]["content"], encoding="utf-8")
+    result = subprocess.run([str(binary), "validate", f"--config=file:{config}"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
