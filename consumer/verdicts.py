@@ -56,6 +56,7 @@ class TraceOrigin:
     spans: int  # GenAI spans kept
     root_seen: bool
     closed_by: str  # "quiet" | "max_wait"
+    capped: int = 0  # GenAI spans not kept: over the trace's bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ def origin_fields(origin: TraceOrigin | None, secrets: Sequence[str] = ()) -> di
         # Plain strings here, checked against the contract's literals by the models.
         "context_source": origin.context_source,
         "assembly": Assembly(spans=origin.spans, root_seen=origin.root_seen,
-                             closed_by=origin.closed_by),
+                             closed_by=origin.closed_by, capped=origin.capped),
     }
 
 

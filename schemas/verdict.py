@@ -85,6 +85,11 @@ class Assembly(BaseModel):
         description="quiet: the root arrived and no span for TRACE_QUIET_SECONDS; "
         "max_wait: TRACE_MAX_WAIT_SECONDS after the first span."
     )
+    capped: int = Field(
+        default=0,
+        description="GenAI spans of the trace not kept: over its bounds (1,000 spans, about "
+        "8 MiB), the first and the latest being kept.",
+    )
 
 
 class VerdictEvent(BaseModel):

@@ -26,6 +26,8 @@ are spread over partitions noticed (``split_traces.py``).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+from weakref import WeakKeyDictionary
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -71,6 +73,8 @@ class SpanPath:
         self._evaluator = evaluator
         self._traces = TracePath(records, evaluator)
         self._split = SplitWatch()
+        # What each assembly's counts were when last added to the metrics (counts only grow).
+        self._reported: WeakKeyDictionary[TraceAssembly, AssemblyCounts] = WeakKeyDictionary()
         self._encoding = encoding
         self.limits = limits
         self._tracker = tracker  # the pipeline's: offsets are marked done here
@@ -88,8 +92,11 @@ class SpanPath:
 
     @property
     def full(self) -> bool:
-        """``MAX_OPEN_TRACES`` reached over the worker's partitions: pause fetching."""
-        return self.open_traces >= self.limits.max_open_traces
+        """``MAX_OPEN_TRACES``, or the bound on the bytes they hold, reached over the worker's
+        partitions: pause fetching."""
+        held = sum(assembly.held_bytes for assembly in self._assemblies.values())
+        return (self.open_traces >= self.limits.max_open_traces
+                or held >= self.limits.max_held_bytes)
 
     def open_on(self, tp: Partition) -> int:
         """Traces being assembled on one partition."""
@@ -137,8 +144,6 @@ class SpanPath:
         assembly = self._assemblies.get(tp)
         if assembly is None:  # not handed over (or revoking): the caller checked; be safe
             assembly = self._assemblies[tp] = TraceAssembly(self.limits, self._stops.get(tp))
-        counts = assembly.counts
-        kept, dropped, late = counts.spans_kept, counts.spans_dropped, counts.late_spans
         for record in records:
             offsets.add(record.offset)
             now = self._clock.arrival(tp, record.offset, record.timestamp)
@@ -158,9 +163,16 @@ class SpanPath:
                 continue
             for offset in done:
                 offsets.done(offset)
-        _SPANS_KEPT.inc(counts.spans_kept - kept)
-        _SPANS_DROPPED.inc(counts.spans_dropped - dropped)
-        metrics.LATE_SPANS.inc(counts.late_spans - late)
+        self._report(assembly)
+
+    def _report(self, assembly: TraceAssembly) -> None:
+        """Add to the span metrics what the assembly counted since its last report."""
+        counts = assembly.counts
+        seen = self._reported.setdefault(assembly, AssemblyCounts())
+        _SPANS_KEPT.inc(counts.spans_kept - seen.spans_kept)
+        _SPANS_DROPPED.inc(counts.spans_dropped - seen.spans_dropped)
+        metrics.LATE_SPANS.inc(counts.late_spans - seen.late_spans)
+        self._reported[assembly] = replace(counts)
         metrics.OPEN_TRACES.set(self.open_traces)
 
     def _notice(self, tp: Partition, record: Record, decoded: DecodedRecord) -> None:
@@ -273,8 +285,8 @@ class SpanPath:
         for trace in closed:
             metrics.TRACES_CLOSED.labels(trace.closed_by).inc()
             self._spawn(tp, self._judge(tp, offsets, assembly, trace))
-        if closed:
-            metrics.OPEN_TRACES.set(self.open_traces)
+        if closed:  # kept spans are counted as their trace closes
+            self._report(assembly)
         return len(closed)
 
     # -- one closed trace -------------------------------------------------------------------

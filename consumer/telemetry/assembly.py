@@ -38,6 +38,7 @@ from collections import OrderedDict
 from dataclasses import astuple, dataclass
 from typing import Literal
 
+from consumer.telemetry.kept_spans import KeptSpans
 from consumer.telemetry.otlp import DecodedRecord
 from consumer.telemetry.recent_ids import RecentIds
 from consumer.telemetry.record_holds import RecordHolds
@@ -53,7 +54,9 @@ class AssemblyLimits:
     quiet_s: float = 10.0  # TRACE_QUIET_SECONDS
     max_wait_s: float = 120.0  # TRACE_MAX_WAIT_SECONDS
     max_open_traces: int = 10_000  # MAX_OPEN_TRACES: ``full`` from here on
-    max_spans_per_trace: int = 1_000  # GenAI spans kept per trace; beyond: counted as dropped
+    max_spans_per_trace: int = 1_000  # GenAI spans kept per trace (``kept_spans.py``)
+    max_bytes_per_trace: int = 8 * 2**20  # and their estimated size
+    max_held_bytes: int = 256 * 2**20  # all open traces' kept spans: ``full`` from here on
     max_remembered_ids: int = 100_000  # closed trace ids, and roots of traces not yet open
 
 
@@ -66,7 +69,7 @@ class ClosedTrace:
     root_seen: bool
     closed_by: ClosedBy
     span_count: int  # its spans the records carried since it opened: kept, capped, non-GenAI
-    capped: int  # GenAI spans beyond ``max_spans_per_trace``, not kept
+    capped: int  # GenAI spans not kept: over the trace's bounds (``kept_spans.py``)
     first_offset: int  # the record of its first kept span: the verdict's ``source``
 
 
@@ -74,8 +77,8 @@ class ClosedTrace:
 class AssemblyCounts:
     """Running totals for the metrics; ``kept + dropped`` is every span the records carried."""
 
-    spans_kept: int = 0
-    spans_dropped: int = 0  # no GenAI content, invalid ids, over the cap, or late
+    spans_kept: int = 0  # counted as their trace closes, as are those over its bounds
+    spans_dropped: int = 0  # no GenAI content, invalid ids, over the bounds, or late
     closed_quiet: int = 0
     closed_max_wait: int = 0
     closed_early: int = 0  # also in quiet / max_wait: closed before their time (a replay)
@@ -89,16 +92,15 @@ class AssemblyCounts:
 class _Open:
     """A trace being assembled."""
 
-    __slots__ = ("capped", "first_at", "last_at", "offsets", "root_seen", "span_count", "spans")
+    __slots__ = ("first_at", "kept", "last_at", "offsets", "root_seen", "span_count")
 
-    def __init__(self, offset: int, now: float, root_seen: bool) -> None:
+    def __init__(self, offset: int, now: float, root_seen: bool, limits: AssemblyLimits) -> None:
         self.first_at = now
         self.last_at = now
         self.offsets = [offset]  # increasing: records come in offset order
-        self.spans: list[Span] = []
+        self.kept = KeptSpans(limits.max_spans_per_trace, limits.max_bytes_per_trace)
         self.root_seen = root_seen
         self.span_count = 0
-        self.capped = 0
 
 
 class TraceAssembly:
@@ -116,6 +118,7 @@ class TraceAssembly:
         self._early_roots = RecentIds(limits.max_remembered_ids)
         self._last_offset: int | None = None
         self._now = float("-inf")
+        self.held_bytes = 0  # the open traces' kept spans, estimated (``kept_spans.py``)
 
     @property
     def open_count(self) -> int:
@@ -133,8 +136,10 @@ class TraceAssembly:
 
     @property
     def full(self) -> bool:
-        """``max_open_traces`` reached: pause fetching (records already fetched still fit)."""
-        return len(self._open) >= self.limits.max_open_traces
+        """``max_open_traces`` or ``max_held_bytes`` reached: pause fetching (records already
+        fetched still fit)."""
+        limits = self.limits
+        return len(self._open) >= limits.max_open_traces or self.held_bytes >= limits.max_held_bytes
 
     def add(self, offset: int, decoded: DecodedRecord, now: float) -> list[int]:
         """Feed one record's spans; return ``[offset]`` if it is done at once, else ``[]``."""
@@ -142,7 +147,7 @@ class TraceAssembly:
             raise ValueError(f"offset {offset} is not after {self._last_offset}")
         self._last_offset = offset
         now = self._now = max(now, self._now)
-        counts, cap = self.counts, self.limits.max_spans_per_trace
+        counts = self.counts
         opening = self.opens_before is None or offset < self.opens_before
         if opening:
             counts.spans_dropped += decoded.dropped
@@ -163,12 +168,7 @@ class TraceAssembly:
                 self._holds.hold(offset)
             if not opening:
                 kept_for[trace_id] = kept_for.get(trace_id, 0) + 1
-            if len(trace.spans) < cap:
-                trace.spans.append(span)
-                counts.spans_kept += 1
-            else:
-                trace.capped += 1
-                counts.spans_dropped += 1
+            self.held_bytes += trace.kept.add(span)  # counted kept or dropped as it closes
             self._touch(trace_id, trace, now)
         # Step 2: every span of an open trace, kept or not, is activity; of a closed one, late.
         for trace_id, spans in decoded.spans_per_trace.items():
@@ -234,6 +234,7 @@ class TraceAssembly:
         self._quiet.clear()
         self._unfinished.clear()
         self._holds.clear()
+        self.held_bytes = 0
         # Closed ids too: this worker may own the partition again, re-read its records from
         # the committed offset, and must not take them for late spans then.
         self._closed.clear()
@@ -270,7 +271,7 @@ class TraceAssembly:
         return trace_id in self._unfinished or trace_id in self._closed
 
     def _open_trace(self, trace_id: str, offset: int, now: float) -> _Open:
-        trace = _Open(offset, now, self._early_roots.pop(trace_id))
+        trace = _Open(offset, now, self._early_roots.pop(trace_id), self.limits)
         self._open[trace_id] = trace
         self._holds.hold(offset)
         return trace
@@ -286,16 +287,20 @@ class TraceAssembly:
         self._quiet.pop(trace_id, None)
         self._unfinished[trace_id] = trace.offsets
         self._closed.add(trace_id)
+        counts, kept = self.counts, trace.kept
         if closed_by == "quiet":
-            self.counts.closed_quiet += 1
+            counts.closed_quiet += 1
         else:
-            self.counts.closed_max_wait += 1
+            counts.closed_max_wait += 1
+        counts.spans_kept += len(kept)
+        counts.spans_dropped += kept.capped
+        self.held_bytes -= kept.size
         return ClosedTrace(
             trace_id=trace_id,
-            spans=tuple(trace.spans),
+            spans=kept.spans(),
             root_seen=trace.root_seen,
             closed_by=closed_by,
             span_count=trace.span_count,
-            capped=trace.capped,
+            capped=kept.capped,
             first_offset=trace.offsets[0],
         )

@@ -43,5 +43,6 @@ def candidate(closed: ClosedTrace) -> Candidate | NoVerdict:
         spans=len(closed.spans),
         root_seen=closed.root_seen,
         closed_by=closed.closed_by,
+        capped=closed.capped,
     )
     return Candidate(mapped.to_trace_event(), origin)

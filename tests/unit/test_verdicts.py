@@ -132,7 +132,7 @@ def test_a_verdict_from_spans_carries_its_origin() -> None:
     assert (data["span_id"], data["project_id"], data["session_id"]) == (
         "00f067aa0ba902b7", "rag-app", "s-9")
     assert data["context_source"] == "retrieval"
-    assert data["assembly"] == {"spans": 4, "root_seen": True, "closed_by": "quiet"}
+    assert data["assembly"] == {"spans": 4, "root_seen": True, "closed_by": "quiet", "capped": 0}
     assert VerdictEvent.model_validate_json(verdict.model_dump_json()) == verdict
     failed = errored(TRACE, TraceFailed("x", "y", None, 1, 1), context)
     assert failed.assembly == Assembly(spans=4, root_seen=True, closed_by="quiet")

@@ -10,31 +10,14 @@ from typing import Any
 import pytest
 
 from consumer.cli import main
-from consumer.localjudge.server import JudgeServer
 from consumer.verdicts import verdict_id
-from tests.support.fake_judge import ScriptedJudge
-from tests.support.workers import worker_env
-
-Judge = tuple[ScriptedJudge, JudgeServer]
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, fake_judge: Judge) -> Judge:
-    _, server = fake_judge
-    env = worker_env({}, server.url, JUDGE_MAX_CONCURRENCY="4", JUDGE_TIMEOUT_SECONDS="5")
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return fake_judge
+from tests.unit.commands.conftest import Judge, verdict_lines
 
 
 def jsonl(path: Path, *rows: dict[str, Any] | str) -> Path:
     path.write_text("".join((row if isinstance(row, str) else json.dumps(row)) + "\n"
                             for row in rows))
     return path
-
-
-def verdict_lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def test_verdicts_come_out_in_input_order_and_an_error_exits_1(

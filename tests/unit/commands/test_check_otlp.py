@@ -21,9 +21,7 @@ from opentelemetry.trace import SpanKind
 
 from consumer.cli import main
 from tests.support.otel_spans import KIND, Recorder, otlp_json, otlp_proto
-from tests.unit.commands.test_check import Judge, env, verdict_lines
-
-__all__ = ["env"]  # the fixture, shared with test_check.py
+from tests.unit.commands.conftest import Judge, verdict_lines
 
 
 class App:
@@ -118,7 +116,8 @@ def test_collector_file_exporter_lines_are_judged_as_the_worker_judges_spans(
         assert verdict["span_id"] == hex_span_id(spans, "query")
         assert verdict["project_id"] == "rag-api"
         assert verdict["context_source"] == "retrieval"
-        assert verdict["assembly"] == {"spans": 3, "root_seen": True, "closed_by": "quiet"}
+        assert verdict["assembly"] == {"spans": 3, "root_seen": True, "closed_by": "quiet",
+                                       "capped": 0}
         assert verdict["source"] is None
         assert "session_id" not in verdict
     assert captured.err == (f"check: line 3: trace '{hex_trace_id(empty)}' has an empty "
@@ -153,7 +152,8 @@ def test_a_trace_whose_root_is_missing_is_judged_with_what_arrived(
     assert main(["check", str(path)]) == 0
 
     (verdict,) = verdict_lines(capsys.readouterr().out)
-    assert verdict["assembly"] == {"spans": 3, "root_seen": False, "closed_by": "max_wait"}
+    assert verdict["assembly"] == {"spans": 3, "root_seen": False, "closed_by": "max_wait",
+                                   "capped": 0}
 
 
 def test_bad_lines_are_named_and_the_rest_still_judged(

@@ -19,8 +19,8 @@ from consumer.stream.pipeline import Pipeline, PipelineConfig
 from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits
 from tests.support.otel_spans import otlp_proto
 from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
+from tests.support.span_pipeline import ANSWER, Harness, hex_trace_id, rag_spans
 from tests.support.waiting import until
-from tests.unit.stream.test_pipeline_spans import ANSWER, Harness, hex_trace_id, rag_spans
 
 P0, P1 = TP("spans", 0), TP("spans", 1)
 GARBAGE = b"\xff\x00 not protobuf"

@@ -15,7 +15,7 @@ from consumer.stream.span_path import SpanPath, Tasks
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import otlp_proto
 from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
-from tests.unit.stream.test_pipeline_spans import ANSWER, rag_spans
+from tests.support.span_pipeline import ANSWER, rag_spans
 
 P0 = TP("spans", 0)
 

@@ -3,8 +3,7 @@ they fed is finished; bounds hold and drain by time."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 import pytest
 from hypothesis import example, given, settings
@@ -12,38 +11,14 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
 from consumer.stream.offsets import PartitionOffsets
-from consumer.telemetry.assembly import AssemblyLimits, ClosedTrace, TraceAssembly
+from consumer.telemetry.assembly import AssemblyLimits, TraceAssembly
 from consumer.telemetry.otlp import DecodedRecord, OtlpEncoding, decode_otlp
 from consumer.telemetry.recent_ids import RecentIds
-from consumer.telemetry.spans import Span
-from tests.support.otel_spans import KIND, Recorder, otlp_json, otlp_proto, rag_trace
+from tests.support.otel_spans import Recorder, otlp_json, otlp_proto, rag_trace
+from tests.unit.telemetry.assembly_builder import genai, one, record, tid
 
 LIMITS = AssemblyLimits(quiet_s=10.0, max_wait_s=120.0, max_open_traces=100)
 ENCODINGS: list[OtlpEncoding] = ["otlp_proto", "otlp_json"]
-
-
-def tid(n: int) -> str:
-    """The 32-hex trace id of trace number ``n``."""
-    return f"{n + 1:032x}"
-
-
-def genai(trace: int, n: int = 1, *, parent: str | None = "00000000000000ff") -> Span:
-    """A kept GenAI span of trace ``trace`` (a child of a dropped HTTP root by default)."""
-    return Span(tid(trace), f"{n:016x}", parent, "chat", n, n + 1, {KIND: "LLM"})
-
-
-def record(*kept: Span, other: dict[int, int] | None = None, roots: Collection[int] = ()
-           ) -> DecodedRecord:
-    """What ``decode_otlp`` returns for these kept spans, ``other`` non-GenAI spans per trace
-    and dropped roots (``roots``): the same counts it keeps."""
-    per_trace = Counter(span.trace_id for span in kept)
-    for trace, n in (other or {}).items():
-        per_trace[tid(trace)] += n
-    root_ids = {tid(trace) for trace in roots} | {span.trace_id for span in kept if span.is_root}
-    return DecodedRecord(
-        kept=list(kept), dropped=sum((other or {}).values()), roots_seen=root_ids,
-        spans_per_trace=dict(per_trace),
-    )
 
 
 def sdk_records(*batches: list[ReadableSpan], encoding: OtlpEncoding) -> list[DecodedRecord]:
@@ -53,11 +28,6 @@ def sdk_records(*batches: list[ReadableSpan], encoding: OtlpEncoding) -> list[De
         value = otlp_proto(batch)
         out.append(decode_otlp(value if encoding == "otlp_proto" else otlp_json(value), encoding))
     return out
-
-
-def one(closed: list[ClosedTrace]) -> ClosedTrace:
-    assert len(closed) == 1
-    return closed[0]
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -342,6 +312,7 @@ def test_counts_add_up_to_every_span_carried() -> None:
     assembly.add(1, records[1], now=11.0)
     assembly.add(2, records[2], now=11.0)
     assembly.add(3, record(genai(0, 9)), now=12.0)  # late
+    assembly.due(now=1_000.0)  # kept spans (and those over the bounds) count as traces close
     carried = sum(len(r.kept) + r.dropped for r in records) + 1
     counts = assembly.counts
     assert counts.spans_kept + counts.spans_dropped == carried

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits, TraceAssembly
-from tests.unit.telemetry.test_assembly import genai, one, record, tid
+from tests.unit.telemetry.assembly_builder import genai, one, record, tid
 
 LIMITS = AssemblyLimits(quiet_s=10.0, max_wait_s=120.0, max_open_traces=100)
 STOP = 5  # the first offset past the window

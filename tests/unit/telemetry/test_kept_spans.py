@@ -1,0 +1,80 @@
+"""A trace's kept spans within bounds: the first and the latest kept, the middle let go."""
+
+from __future__ import annotations
+
+from consumer.telemetry.assembly import AssemblyLimits, TraceAssembly
+from consumer.telemetry.conventions import map_trace
+from consumer.telemetry.kept_spans import KeptSpans, span_bytes
+from consumer.telemetry.spans import Span, SpanEvent
+from tests.unit.telemetry.assembly_builder import genai, record, tid
+from tests.unit.telemetry.span_builder import KIND, LLM, messages, sid
+
+OUT = "llm.output_messages"
+
+
+def _sized(n: int, size: int) -> Span:
+    return Span(tid(0), f"{n:016x}", "00000000000000ff", "", n, n + 1, {"k": "x" * (size - 1)})
+
+
+def test_within_the_bounds_every_span_is_kept_in_arrival_order() -> None:
+    kept = KeptSpans(max_spans=4, max_bytes=1_000)
+    spans = [genai(0, n) for n in range(4)]
+    for span in spans:
+        kept.add(span)
+    assert (kept.spans(), kept.capped) == (tuple(spans), 0)
+
+
+def test_over_the_count_the_first_half_and_the_latest_half_stay() -> None:
+    kept = KeptSpans(max_spans=4, max_bytes=10**9)
+    for n in range(10):
+        kept.add(genai(0, n))
+    assert [int(span.span_id, 16) for span in kept.spans()] == [0, 1, 8, 9]
+    assert (len(kept), kept.capped) == (4, 6)
+
+
+def test_over_the_bytes_the_latest_replace_older_ones_and_the_size_follows() -> None:
+    kept = KeptSpans(max_spans=100, max_bytes=400)  # 200 for the first, 200 for the latest
+    changes = [kept.add(_sized(n, 100)) for n in range(6)]
+    assert [int(span.span_id, 16) for span in kept.spans()] == [0, 1, 4, 5]
+    assert kept.size == sum(changes) == 400
+    assert kept.capped == 2
+
+
+def test_a_span_alone_over_the_bound_is_never_kept() -> None:
+    kept = KeptSpans(max_spans=10, max_bytes=400)
+    kept.add(_sized(0, 150))
+    assert kept.add(_sized(1, 201)) == 0  # too big for the first half's room, and the latest's
+    assert (len(kept), kept.capped, kept.size) == (1, 1, 150)
+
+
+def test_the_size_counts_names_keys_text_nested_values_and_events() -> None:
+    span = Span(tid(0), sid(1), None, "chat", 0, 1,
+                {"ab": "xyz", "n": 7, "list": ("a", "bc"), "map": {"k": "v"}},
+                (SpanEvent("ev", 0, {"q": "rs"}),))
+    assert span_bytes(span) == 4 + (2 + 3) + (1 + 8) + (4 + 3) + (3 + 1 + 1) + 2 + (1 + 2)
+
+
+def test_a_long_agent_trace_keeps_its_final_answer() -> None:
+    # 5,000 LLM calls: the cap keeps the first 500 and the latest 500, the final answer last.
+    assembly = TraceAssembly(AssemblyLimits(max_spans_per_trace=1_000))
+    for n in range(5_000):
+        reply = "The final answer." if n == 4_999 else f"step {n}"
+        span = Span(tid(0), f"{n + 1:016x}", "00000000000000ff", "chat", n, n + 1,
+                    {KIND: LLM, **messages(OUT, ("assistant", reply))})
+        assembly.add(n, record(span), now=0.0)
+    [trace] = assembly.due(now=1_000.0)
+    assert (len(trace.spans), trace.capped) == (1_000, 4_000)
+    mapped = map_trace(trace.spans)
+    assert mapped is not None
+    assert mapped.answer == "The final answer."
+
+
+def test_held_bytes_fill_the_assembly_and_closing_frees_them() -> None:
+    assembly = TraceAssembly(AssemblyLimits(max_held_bytes=1_000, max_open_traces=100))
+    for trace in range(3):
+        span = Span(tid(trace), sid(1), "00000000000000ff", "", 0, 1, {"k": "x" * 399})
+        assembly.add(trace, record(span), now=float(trace))
+    assert assembly.open_count == 3
+    assert assembly.full  # 3 x 400 bytes over 1,000, though 3 traces are far from 100
+    assembly.due(now=1_000.0)
+    assert (assembly.held_bytes, assembly.full) == (0, False)
