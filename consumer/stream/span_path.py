@@ -26,10 +26,10 @@ are spread over partitions noticed (``split_traces.py``).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
-from weakref import WeakKeyDictionary
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import structlog
 
@@ -50,6 +50,7 @@ log = structlog.get_logger(__name__)
 
 TIMER_MAX_SLEEP_S = 0.2  # bounds the delay of a trace that opened while the timer slept
 TIMER_MIN_SLEEP_S = 0.005
+MIN_REMEMBERED_IDS = 1_000  # per partition, however many a worker owns
 _SPANS_KEPT = metrics.SPANS.labels("kept")
 _SPANS_DROPPED = metrics.SPANS.labels("dropped")
 
@@ -124,6 +125,7 @@ class SpanPath:
         self._leaving.pop(tp, None)
         if tp not in self._assemblies:
             self._assemblies[tp] = TraceAssembly(self.limits, self._stops.get(tp))
+            self._share_memory()
 
     def stop_closing(self, revoked: Collection[Partition]) -> None:
         """Close no more of these partitions' traces; those already closed still finish."""
@@ -136,14 +138,23 @@ class SpanPath:
         for held in (self._assemblies, self._leaving):
             if (assembly := held.pop(tp, None)) is not None:
                 assembly.drop_all()
+        self._share_memory()
+
+    def _share_memory(self) -> None:
+        """Split the worker's bound on remembered ids among the partitions it owns: a worker
+        of twelve partitions must not remember twelve times as much as one of one."""
+        share = max(MIN_REMEMBERED_IDS,
+                    self.limits.max_remembered_ids // max(1, len(self._assemblies)))
+        for assembly in self._assemblies.values():
+            assembly.remember_at_most(share)
 
     # -- records (in the fetch loop, in offset order) ----------------------------------------
 
     def accept(self, tp: Partition, offsets: PartitionOffsets, records: Sequence[Record]) -> None:
         """Track, decode and assemble fetched records; dead-letter the undecodable ones."""
-        assembly = self._assemblies.get(tp)
-        if assembly is None:  # not handed over (or revoking): the caller checked; be safe
-            assembly = self._assemblies[tp] = TraceAssembly(self.limits, self._stops.get(tp))
+        if tp not in self._assemblies:  # not handed over (or revoking): the caller checked
+            self.assigned(tp)
+        assembly = self._assemblies[tp]
         for record in records:
             offsets.add(record.offset)
             now = self._clock.arrival(tp, record.offset, record.timestamp)

@@ -57,7 +57,9 @@ class AssemblyLimits:
     max_spans_per_trace: int = 1_000  # GenAI spans kept per trace (``kept_spans.py``)
     max_bytes_per_trace: int = 8 * 2**20  # and their estimated size
     max_held_bytes: int = 256 * 2**20  # all open traces' kept spans: ``full`` from here on
-    max_remembered_ids: int = 100_000  # closed trace ids, and roots of traces not yet open
+    # Closed trace ids, and roots of traces not yet open: each, per worker (``SpanPath``
+    # shares it among its partitions), or per assembly when one runs alone.
+    max_remembered_ids: int = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +126,16 @@ class TraceAssembly:
     def open_count(self) -> int:
         """Traces being assembled (not yet closed)."""
         return len(self._open)
+
+    def remember_at_most(self, ids: int) -> None:
+        """Bound the closed ids and the early roots remembered to ``ids`` each."""
+        self._closed.resize(ids)
+        self._early_roots.resize(ids)
+
+    @property
+    def remembered_at_most(self) -> int:
+        """The bound on closed ids (and on early roots) remembered."""
+        return self._closed.max_ids
 
     def is_open(self, trace_id: str) -> bool:
         """Is the trace being assembled here?"""

@@ -34,6 +34,14 @@ class RecentIds:
         if len(self._ids) > self.max_ids:
             self._ids.popitem(last=False)
 
+    def resize(self, max_ids: int) -> None:
+        """Remember at most ``max_ids`` from now on, forgetting the oldest beyond it."""
+        if max_ids < 1:
+            raise ValueError(f"max_ids must be at least 1, not {max_ids}")
+        self.max_ids = max_ids
+        while len(self._ids) > max_ids:
+            self._ids.popitem(last=False)
+
     def pop(self, id_: str) -> bool:
         """Forget ``id_``; True if it was remembered."""
         if id_ not in self._ids:

@@ -79,3 +79,4 @@ async def test_at_max_open_traces_a_stall_closes_the_next_due_even_while_judging
     for task in tasks[P0]:
         task.cancel()
     await asyncio.gather(*tasks[P0], return_exceptions=True)
+

@@ -353,3 +353,15 @@ def test_recent_ids_forget_the_oldest_first() -> None:
     assert ids.pop("a") is False
     with pytest.raises(ValueError, match="at least 1"):
         RecentIds(0)
+
+
+def test_recent_ids_shrink_by_forgetting_the_oldest() -> None:
+    ids = RecentIds(4)
+    for id_ in "abcd":
+        ids.add(id_)
+    ids.resize(2)
+    assert ("a" in ids, "b" in ids, "c" in ids, "d" in ids) == (False, False, True, True)
+    ids.add("e")
+    assert (len(ids), "c" in ids) == (2, False)
+    with pytest.raises(ValueError, match="at least 1"):
+        ids.resize(0)
