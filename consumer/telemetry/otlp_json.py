@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,19 @@ _ID_KEYS = {  # both spellings, as ParseDict accepts both
 
 INVALID_IDS = "a span without a valid trace id and span id"
 
+
+# Field names and positions in protobuf's ParseError text; the failure's kind by a fixed
+# phrase of it. Nothing else of the text is kept (it may quote the value).
+_FAILED_FIELD = re.compile(r"Failed to parse (\w+) field")
+_AT_FIELD = re.compile(r" at ([A-Za-z_][\w.\[\]]*)")
+_FAILURE_KINDS = (
+    ("surrogate", "lone surrogate"),
+    ("int()", "not an integer"),
+    ("parse integer", "not an integer"),
+    ("expected string", "not a string"),
+    ("true or false", "not a boolean"),
+    ("repeated field", "not a list"),
+)
 
 @dataclass(slots=True)
 class Skipped:
@@ -147,7 +161,7 @@ def _parse_span(span: object, scope: ScopeSpans, skipped: Skipped) -> int:
         json_format.ParseDict(span, scope.spans.add(), ignore_unknown_fields=True)
     except _PARSE_ERRORS as e:
         del scope.spans[-1]  # half filled: ParseDict stops at the first bad field
-        skipped.unreadable(f"span {span_id.hex()}: {_one_line(e)}", trace_id, parent_id)
+        skipped.unreadable(f"span {span_id.hex()}: {_bad_field(e)}", trace_id, parent_id)
         return 0
     return 1
 
@@ -164,7 +178,7 @@ def _parse_resource(resource: object, target: Resource, skipped: Skipped) -> Non
         return
     except _PARSE_ERRORS as e:
         target.Clear()
-        skipped.note(f"resource partly unreadable: {_one_line(e)}")
+        skipped.note(f"resource partly unreadable: {_bad_field(e)}")
     pairs = resource.get("attributes")
     for pair in pairs if isinstance(pairs, list) else ():
         try:
@@ -202,3 +216,14 @@ def _field(node: dict[str, Any], camel: str, proto: str) -> object:
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())[:300]
+
+
+def _bad_field(error: BaseException) -> str:
+    """Which field failed to parse and how, never its value: protobuf's message may quote the
+    value (``invalid literal for int(): 'sk-...'``), and span attributes may hold secrets or
+    personal data that must not reach a log line."""
+    text = str(error)
+    located = _AT_FIELD.search(text)  # "... at Span.attributes[0].value.boolValue."
+    path = located.group(1).rstrip(".") if located else ".".join(_FAILED_FIELD.findall(text))
+    kind = next((name for marker, name in _FAILURE_KINDS if marker in text), "bad value")
+    return f"{kind} in {path}" if path else kind

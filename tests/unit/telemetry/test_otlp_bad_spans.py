@@ -217,3 +217,27 @@ def test_a_proto_record_whose_frame_is_broken_is_still_refused(
     with pytest.raises(DecodeError) as raised:
         read_otlp(value(three_traces()), "otlp_proto")
     assert raised.value.reason.startswith("not an OTLP protobuf TracesData")
+
+
+SECRET = "sk-live-SUPERSECRET-123"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        set_attribute({"intValue": SECRET}),
+        set_field("startTimeUnixNano", SECRET),
+        set_attribute({"arrayValue": {"values": {"card": SECRET}}}),
+    ],
+    ids=["int-attribute", "time-field", "array-values"],
+)
+def test_an_unreadable_value_is_never_quoted_in_the_reason(
+    change: Callable[[dict[str, Any]], None]
+) -> None:
+    # Span attributes may hold secrets or personal data: a reason that reaches a log line
+    # names the field and what was wrong, never the value.
+    decoded = read_otlp(json_with(three_traces(), change), "otlp_json")
+    assert decoded.problem is not None
+    assert decoded.invalid == 1
+    assert SECRET not in decoded.problem
+    assert "SUPERSECRET" not in decoded.problem
