@@ -132,6 +132,7 @@ class SpanPath:
         for tp in revoked:
             if (assembly := self._assemblies.pop(tp, None)) is not None:
                 self._leaving[tp] = assembly
+        metrics.OPEN_TRACES.set(self.open_traces)  # a revoked partition's are not ours now
 
     def forget(self, tp: Partition) -> None:
         """Drop the partition's traces: nothing more is done; the next owner reassembles."""
@@ -139,6 +140,7 @@ class SpanPath:
             if (assembly := held.pop(tp, None)) is not None:
                 assembly.drop_all()
         self._share_memory()
+        metrics.OPEN_TRACES.set(self.open_traces)
 
     def _share_memory(self) -> None:
         """Split the worker's bound on remembered ids among the partitions it owns: a worker

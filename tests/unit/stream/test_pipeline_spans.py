@@ -315,3 +315,15 @@ async def test_a_trace_split_over_two_partitions_is_counted_logged_and_judged_in
         False, "max_wait")
     assert (by_partition[1].assembly.root_seen, by_partition[1].assembly.closed_by) == (
         True, "quiet")
+
+
+async def test_open_traces_of_a_revoked_partition_leave_the_gauge() -> None:
+    harness = Harness(assigned={P0, P1})
+    harness.consumer.feed(P0, otlp_proto(rag_spans("Who wrote Dune?")[:-1]))
+    harness.consumer.feed(P1, otlp_proto(rag_spans("Who wrote Emma?")[:-1]))
+    await harness.start()
+    await until(lambda: _metric("groundedness_open_traces") == 2)
+    await harness.pipeline.on_partitions_revoked({P0})
+    harness.consumer.assigned = {P1}
+    assert _metric("groundedness_open_traces") == 1  # another worker's to count now
+    await harness.stop()
