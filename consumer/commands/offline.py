@@ -85,6 +85,12 @@ class CheckInput:
 def read_check_input(text: str, file_format: CheckFormat = "auto") -> CheckInput:
     """The file's traces in ``file_format`` (``auto``: told by its first JSON object)."""
     whole, chunks = _document_or_lines(text)
+    if isinstance(whole, list):
+        return CheckInput(problems=[
+            "the file is one JSON array: check reads one JSON object per line, or one "
+            "JSON object (a trace event, or an OTLP TracesData)"])
+    if not chunks:
+        return CheckInput(problems=["the file holds no trace"])
     if file_format == "auto":
         file_format = "otlp_json" if _looks_like_otlp(whole, chunks) else "trace_json"
     if file_format == "otlp_json":
@@ -114,7 +120,7 @@ def _document_or_lines(text: str) -> tuple[object, list[tuple[int, str]]]:
     the text itself when it is one JSON object (pretty-printed over lines), else its lines."""
     try:
         whole = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         whole = None
     return whole, [(1, text)] if isinstance(whole, dict) else list(numbered_lines(text))
 
@@ -126,8 +132,18 @@ def _decode_events(chunks: Iterable[tuple[int, str]]) -> tuple[list[Numbered], l
         try:
             traces.append(Numbered(number, decode_trace(chunk.encode("utf-8", "surrogatepass"))))
         except DecodeError as exc:
-            problems.append(f"line {number}: {exc.reason}")
+            hint = (" (OTLP JSON among trace events: the first line decides the format;"
+                    " --format otlp_json reads spans)") if _is_otlp_chunk(chunk) else ""
+            problems.append(f"line {number}: {exc.reason}{hint}")
     return traces, problems
+
+
+def _is_otlp_chunk(chunk: str) -> bool:
+    try:
+        found = json.loads(chunk)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(found, dict) and any(key in found for key in _OTLP_KEYS)
 
 
 def _looks_like_otlp(whole: object, chunks: list[tuple[int, str]]) -> bool:
@@ -138,7 +154,7 @@ def _looks_like_otlp(whole: object, chunks: list[tuple[int, str]]) -> bool:
     for _, chunk in chunks:
         try:
             first = json.loads(chunk)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(first, dict):
             return any(key in first for key in _OTLP_KEYS)
