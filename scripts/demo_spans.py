@@ -59,7 +59,11 @@ def _through_collector(
     local_collector.build(show_progress=True)
     with local_collector.running(bootstrap, topic, encoding) as collector:
         route = to_collector(collector.endpoint, resource())
-        traffic = _emit(route.tracer)
+        try:
+            traffic = _emit(route.tracer)
+        except BaseException:  # Ctrl-C: no retries against the collector being stopped
+            route.abandon()
+            raise
         route.flush()
     # Stopped (SIGTERM): the collector's exporter has written everything it received.
     return EmittedSample(

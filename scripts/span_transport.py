@@ -137,6 +137,12 @@ class SpanRoute:
         """Spans the service ended so far."""
         return self._ended.count
 
+    def abandon(self) -> None:
+        """Shut down without exporting what is queued (the run was interrupted): the exporter
+        first, so that the processor's last flush fails at once instead of retrying."""
+        self.exporter.shutdown()
+        self.provider.shutdown()
+
     def flush(self) -> None:
         """Export every span ended so far and shut down; raises when some did not leave."""
         flushed = self.provider.force_flush(timeout_millis=FLUSH_TIMEOUT_MS)

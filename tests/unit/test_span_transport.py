@@ -114,3 +114,26 @@ def test_spans_that_did_not_leave_are_an_error_not_a_short_demo() -> None:
         pass
     with pytest.raises(RuntimeError, match="1 of 1 spans not exported"):
         route.flush()
+
+
+def test_an_abandoned_route_exports_nothing_more_and_does_not_wait() -> None:
+    class Recording(SpanExporter):
+        def __init__(self) -> None:
+            self.exported = 0
+            self.down = False
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            if self.down:  # what the OTLP exporter does once shut down: fail, no retry
+                return SpanExportResult.FAILURE
+            self.exported += len(spans)
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            self.down = True
+
+    recording = Recording()
+    route = SpanRoute(recording, RESOURCE)
+    with route.tracer.start_as_current_span("queued"):
+        pass
+    route.abandon()
+    assert (recording.down, recording.exported) == (True, 0)
