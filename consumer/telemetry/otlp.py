@@ -12,14 +12,16 @@ warning per record names the first reason; the record's other spans are read (se
 ``otlp_salvage`` and ``otlp_json``). ``DecodeError``, and so the dead-letter topic, is for a
 record that is no ``TracesData`` at all: garbage bytes, not JSON, no spans in a frame.
 
-Speed: a record of 100 spans of which 95 are dropped must cost little, so the keep decision
-reads only attribute keys and event names on the protobuf objects; Python values are built
-for kept spans alone.
+Speed: a record of 100 spans of which 95 are dropped must cost little. Every span's ids are
+read (valid ids, its trace's span count, a root); its keys only when its scope's bytes mention
+a GenAI key (``keep.scopes_may_keep``); Python values are built for kept spans alone, and a
+resource's once for as long as the service sends the same one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from types import MappingProxyType
 from typing import Literal
 
@@ -34,7 +36,7 @@ from consumer.telemetry.keep import (
     ROOT_PARENT_IDS,
     has_genai_content,
     is_root,
-    mentions_genai,
+    scopes_may_keep,
     valid_ids,
 )
 from consumer.telemetry.otlp_json import INVALID_IDS, Skipped, parse_otlp_json
@@ -74,24 +76,17 @@ def read_otlp(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
     data, skipped = _parse(value, encoding)
     if not data.resource_spans:
         raise DecodeError(f"{encoding} record holds no resourceSpans: not a TracesData")
-    proto = encoding == "otlp_proto"
     kept: list[Span] = []
     traces: list[bytes] = []  # the trace id of every span with valid ids, kept or not
     roots, cuts, spans, invalid = skipped.roots, Cuts(), 0, 0
-    # No GenAI key anywhere in the protobuf bytes: no span needs its keys read. (JSON may
-    # escape a key's letters; its spans were already filtered on the parsed objects.)
-    may_keep = not proto or mentions_genai(value)
+    # The scopes whose keys are worth reading. (JSON may escape a key's letters; its spans
+    # were already filtered on the parsed objects.)
+    may_keep = iter(scopes_may_keep(value, data) if encoding == "otlp_proto" else repeat(True))
     for resource_spans in data.resource_spans:
         resource: Attributes | None = None  # converted once, and only if a span is kept
         for scope_spans in resource_spans.scope_spans:
             spans += len(scope_spans.spans)
-            # A scope is one instrumentation library (a database client, an HTTP server,
-            # an LLM framework): most hold no GenAI key at all, and their spans need only
-            # their ids read. Serializing the scope again and searching it in C costs far
-            # less than reading every span's keys as Python strings.
-            scope_may_keep = may_keep and (
-                not proto or mentions_genai(scope_spans.SerializeToString())
-            )
+            scope_may_keep = next(may_keep)
             for span in scope_spans.spans:
                 trace_id, parent = span.trace_id, span.parent_span_id
                 if not valid_ids(trace_id, span.span_id, parent):
@@ -103,7 +98,7 @@ def read_otlp(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
                 if scope_may_keep and has_genai_content(span):
                     if resource is None:
                         resource = _resource(resource_spans.resource, cuts)
-                    kept.append(_span(span, resource, cuts))
+                    kept.append(_span(span, trace_id, parent, resource, cuts))
     per_trace = skipped.per_trace
     per_trace.update(traces)  # counted in C, not span by span
     return DecodedRecord(
@@ -151,12 +146,14 @@ def _resource(resource: Resource, cuts: Cuts) -> Attributes:
     return converted
 
 
-def _span(span: OtlpSpan, resource: Attributes, cuts: Cuts) -> Span:
-    parent = span.parent_span_id
-    if len(span.events) > MAX_ARRAY_ITEMS:
+def _span(
+    span: OtlpSpan, trace_id: bytes, parent: bytes, resource: Attributes, cuts: Cuts
+) -> Span:
+    events = span.events
+    if len(events) > MAX_ARRAY_ITEMS:
         cuts.count += 1
     return Span(
-        trace_id=span.trace_id.hex(),
+        trace_id=trace_id.hex(),
         span_id=span.span_id.hex(),
         parent_span_id=None if is_root(parent) else parent.hex(),
         name=span.name[:MAX_ATTRIBUTE_CHARS],
@@ -165,7 +162,7 @@ def _span(span: OtlpSpan, resource: Attributes, cuts: Cuts) -> Span:
         attributes=attributes(span.attributes, cuts),
         events=tuple(
             SpanEvent(event.name, event.time_unix_nano, attributes(event.attributes, cuts))
-            for event in span.events[:MAX_ARRAY_ITEMS]
-        ),
+            for event in events[:MAX_ARRAY_ITEMS]
+        ) if events else (),
         resource=resource,
     )

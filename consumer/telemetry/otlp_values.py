@@ -39,18 +39,19 @@ def attributes(pairs: Iterable[KeyValue], cuts: Cuts, depth: int = 0) -> dict[st
     return converted
 
 
-# The oneof's cases by what is done with them: most values are strings, read in one step.
-_TEXTS = frozenset({"string_value", "bytes_value"})
-_NUMBERS = frozenset({"bool_value", "int_value", "double_value"})
-
-
 def any_value(value: AnyValue, cuts: Cuts, depth: int = 0) -> AttributeValue:
     """One ``AnyValue`` -> str, bool, int, float, bytes, tuple or dict; None when it is empty."""
     kind = value.WhichOneof("value")
-    if kind in _TEXTS:
-        return _cut(getattr(value, kind), cuts)
-    if kind in _NUMBERS:
-        return getattr(value, kind)
+    if kind == "string_value":
+        return _cut(value.string_value, cuts)
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "bytes_value":
+        return _cut(value.bytes_value, cuts)
     if kind in ("array_value", "kvlist_value") and depth >= MAX_DEPTH:
         cuts.count += 1
         return () if kind == "array_value" else {}

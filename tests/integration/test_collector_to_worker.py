@@ -140,7 +140,8 @@ async def test_spans_through_the_collector_get_one_verdict_per_answered_request(
         assert verdict["trace_id"] == ids[name]
         assert len(verdict["trace_id"]) == 32
         assert verdict["span_id"] == sent.chain_span_id(ids[name]), name
-        assert verdict["assembly"] == {"spans": 3, "root_seen": True, "closed_by": "quiet"}
+        assert verdict["assembly"] == {"spans": 3, "root_seen": True, "closed_by": "quiet",
+                                       "capped": 0}
         assert verdict["project_id"] == PROJECT_NAME
         assert verdict["session_id"] == f"session-{name}"
     assert committed == ends, "nothing left held by an open trace"

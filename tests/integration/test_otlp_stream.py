@@ -105,7 +105,8 @@ async def test_one_verdict_per_rag_trace_with_its_hex_ids_and_nothing_for_the_re
         assert verdict["span_id"] == t.answer_span_id
         assert verdict["verdict"] == "pass"
         assert verdict["project_id"] == "rag-api"
-        assert verdict["assembly"] == {"spans": 3, "root_seen": True, "closed_by": "quiet"}
+        assert verdict["assembly"] == {"spans": 3, "root_seen": True, "closed_by": "quiet",
+                                       "capped": 0}
     assert committed == ends, "every record done: nothing left held by an open trace"
     dead = await read_all(kafka, topics.dlq, timeout_s=2)
     assert dead == []
