@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE",
                        help="one JSON document or JSON lines; - for stdin")
     check.add_argument("--format", dest="file_format", default="auto",
-                       choices=("auto", "trace_json", "otlp_json"),
+                       choices=("auto", "trace_json", "otlp_json"),  # offline.CHECK_FORMATS
                        help="trace events, or OTLP JSON spans (TracesData, one per line or one "
                             "document) assembled into traces; auto (the default): OTLP JSON "
                             "when the first JSON object has resourceSpans")
@@ -90,7 +90,15 @@ def _parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("eval", help="measure the judge against labelled traces")
     evaluate.add_argument("--dataset", type=Path, required=True, metavar="FILE",
-                          help="labelled JSON lines (input, documents, output, label)")
+                          help="labelled JSON lines (input, documents, output, label), or a "
+                               "benchmark's file (see --format)")
+    evaluate.add_argument("--format", dest="dataset_format", default="labelled",
+                          choices=("labelled", "aggrefact", "halubench"),
+                          help="labelled (the default): the worker's labelled JSON lines; "
+                               "aggrefact: LLM-AggreFact (doc, claim, label 1/0); halubench: "
+                               "HaluBench (passage, question, answer, label PASS/FAIL); "
+                               "benchmarks as CSV, JSON lines or Parquet (needs pyarrow), "
+                               "reported beside their published figures")
     evaluate.add_argument("--json", type=Path, required=True, metavar="PATH",
                           help="write the metrics here")
     evaluate.add_argument("--plot", type=Path, metavar="PATH.png",
@@ -171,17 +179,20 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from consumer.commands.eval_report import eval_table, plot_scores
+    from consumer.commands.benchmark_sets import BENCHMARKS
+    from consumer.commands.eval_report import benchmark_table, eval_table, plot_scores
     from consumer.commands.offline import evaluate_dataset, read_dataset
 
     settings = _settings(progress_bar=True)
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("--plot needs matplotlib: pip install 'groundedness-worker[plot]'")
-    rows = read_dataset(args.dataset)
-    report = asyncio.run(evaluate_dataset(settings, rows))
+    rows = read_dataset(args.dataset, args.dataset_format)
+    report = asyncio.run(evaluate_dataset(settings, rows, BENCHMARKS.get(args.dataset_format)))
     report["dataset"] = str(args.dataset)
     _write_json(args.json, report)
     Console().print(eval_table(report, str(args.dataset)))
+    if "benchmark" in report:
+        Console().print(benchmark_table(report))
     if args.plot is not None:
         plot_scores(args.plot, report)
     return 0

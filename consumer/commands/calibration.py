@@ -44,6 +44,11 @@ class Confusion:
         return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
     @property
+    def accuracy(self) -> float | None:
+        """The share of all traces whose verdict agrees with the label."""
+        return _ratio(self.tp + self.tn, self.tp + self.fp + self.fn + self.tn)
+
+    @property
     def balanced_accuracy(self) -> float | None:
         """Mean of the recalls of both classes (undefined unless both classes occur)."""
         if self.recall is None or self.specificity is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,45 @@ def eval_table(report: dict[str, Any], dataset: str) -> Table:
     best_text = "-" if best is None else (
         f"{best:g} (balanced accuracy {report['best_threshold_balanced_accuracy']:.3f})")
     table.add_row("best threshold", best_text)
+    return table
+
+
+def benchmark_table(report: dict[str, Any]) -> Table:
+    """A benchmark's figure per group and averaged, in percent as published, beside the
+    published figures (the one for the judge's own model marked ``same model``)."""
+    bench = report["benchmark"]
+    group = bench["group_column"]
+    published = bench["published"]
+    notes = [f"mean: the {group} values averaged with equal weight, as published; "
+             "pooled: all rows as one" if group
+             else "over all rows: the file has no group column to average over, as published"]
+    if bench["groups_without_value"]:
+        notes.append(f"not averaged (one label only): {', '.join(bench['groups_without_value'])}")
+    published_groups = {name for entry in published for name in entry["per_group"]}
+    if group and published_groups and set(bench["groups"]) != published_groups:
+        shared = len(published_groups & set(bench["groups"]))
+        notes.append(f"the published means are over {len(published_groups)} {group} "
+                     f"values; this file has {shared} of them")
+    notes.append(f"published: {'; '.join(sorted({entry['source'] for entry in published}))}")
+    table = Table(title=f"{bench['name']}: {bench['metric'].replace('_', ' ')} of "
+                        f"{report['judge_model']}", caption="\n".join(notes))
+    table.add_column(group or "")
+    table.add_column("judged", justify="right")
+    table.add_column("errors", justify="right")
+    table.add_column(f"{_model_header(report['judge_model'])}\nthis run", justify="right")
+    for entry in published:
+        mark = "\nsame model" if entry["matches_judge"] else ""
+        table.add_column(f"{_model_header(entry['model'])}\npublished{mark}", justify="right")
+    for name, counts in bench["groups"].items():
+        table.add_row(name, str(counts["count"]), str(counts["errors"]),
+                      _percent(counts["value"]),
+                      *(_percent(entry["per_group"].get(name)) for entry in published))
+    if bench["groups"]:
+        table.add_section()
+    table.add_row("mean" if group else "all rows", str(report["count"]), str(report["errors"]),
+                  _percent(bench["value"]), *(_percent(entry["value"]) for entry in published))
+    if group:
+        table.add_row("pooled", "", "", _percent(bench["pooled"]), *("-" for _ in published))
     return table
 
 
@@ -85,3 +125,12 @@ def plot_scores(path: Path, report: dict[str, Any]) -> None:
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}"
+
+
+def _model_header(model: str) -> str:
+    """A model name with its snapshot date on a line of its own, to keep columns narrow."""
+    return re.sub(r"-(\d{4}-\d{2}-\d{2})$", r"\n\1", model)

@@ -3,7 +3,8 @@
 Both read traces from a file, judge them concurrently (the judge holds at most
 ``JUDGE_MAX_CONCURRENCY`` calls; at most ``max_in_flight`` evaluations are started ahead) and
 take the results in input order. ``check`` prints one verdict JSON line per trace; ``eval``
-compares the verdicts with labels (``consumer.commands.calibration``).
+compares the verdicts with labels (``consumer.commands.calibration``), from the worker's
+labelled JSON lines or a public benchmark's file (``consumer.commands.benchmark_sets``).
 
 ``check`` reads trace events (``trace_json``) or OpenTelemetry spans (``otlp_json``, assembled
 into traces by ``otlp_file``), one JSON document or JSON lines either way. ``auto`` tells them
@@ -23,6 +24,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from consumer.commands.benchmark_scores import Judged, benchmark_figures
+from consumer.commands.benchmark_sets import BENCHMARKS, BenchmarkSet, read_benchmark
 from consumer.commands.calibration import Confusion, best_threshold, confusion, roc_auc
 from consumer.commands.otlp_file import read_otlp_chunks
 from consumer.commands.progress import Reporter
@@ -33,7 +36,7 @@ from consumer.settings import Settings
 from consumer.stream.decode import decode_trace
 from consumer.verdicts import TraceOrigin
 from consumer.wiring import make_evaluator, max_in_flight
-from schemas.trace import TraceEvent
+from schemas.trace import Document, TraceEvent
 
 EXIT_OK = 0
 EXIT_NOT_ALL_JUDGED = 1
@@ -186,15 +189,20 @@ async def check(settings: Settings, text: str, file_format: CheckFormat = "auto"
 
 @dataclass(frozen=True, slots=True)
 class Labelled:
-    """A trace and whether its label says it is ungrounded."""
+    """A trace, whether its label says it is ungrounded, and its benchmark group (AggreFact's
+    ``dataset``, HaluBench's ``source_ds``; None in labelled JSON lines)."""
 
     trace: TraceEvent
     ungrounded: bool
+    group: str | None = None
 
 
-def read_dataset(path: Path) -> list[Labelled]:
-    """Labelled JSON lines (``input``, ``documents``, ``output``, ``label``); one bad row refuses
-    the file with its line number."""
+def read_dataset(path: Path, dataset_format: str = "labelled") -> list[Labelled]:
+    """Labelled JSON lines (``input``, ``documents``, ``output``, ``label``), or a benchmark's
+    file (``aggrefact``, ``halubench``: CSV, JSON lines or Parquet); one bad row refuses the
+    file, naming where it is."""
+    if dataset_format in BENCHMARKS:
+        return _read_benchmark_rows(path, BENCHMARKS[dataset_format])
     try:
         text = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
@@ -219,13 +227,39 @@ def read_dataset(path: Path) -> list[Labelled]:
     return rows
 
 
-async def evaluate_dataset(settings: Settings, rows: list[Labelled]) -> dict[str, Any]:
-    """Judge every row with a progress bar; the metrics as ``eval --json`` writes them."""
+def _read_benchmark_rows(path: Path, benchmark: BenchmarkSet) -> list[Labelled]:
+    """A benchmark's rows as traces: the answer (AggreFact's claim) judged against the context
+    (its doc, HaluBench's passage) as the one retrieved document."""
+    try:
+        rows = read_benchmark(path, benchmark)
+    except OSError as exc:
+        raise ConfigError(f"--dataset: cannot read {path}: {exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"--dataset: {path}: {exc}") from exc
+    labelled: list[Labelled] = []
+    for row in rows:
+        try:
+            trace = TraceEvent(trace_id=row.id, input=row.input, output=row.answer,
+                               retrieved_documents=[Document(content=row.context)])
+        except ValidationError as exc:
+            detail = str(exc).splitlines()[0]
+            raise ConfigError(f"--dataset: {path}: {row.where}: {detail}") from exc
+        labelled.append(Labelled(trace, not row.grounded, row.group))
+    return labelled
+
+
+async def evaluate_dataset(
+    settings: Settings, rows: list[Labelled], benchmark: BenchmarkSet | None = None
+) -> dict[str, Any]:
+    """Judge every row with a progress bar; the metrics as ``eval --json`` writes them, with
+    the ``benchmark`` figures when the rows are a benchmark's."""
     evaluator = make_evaluator(settings)
     judged = [row for row in rows if row.trace.has_output]
     ungrounded: list[bool] = []
     failed: list[bool] = []
     scores: list[float] = []
+    outcomes = [Judged(row.group, row.ungrounded, "skipped")
+                for row in rows if not row.trace.has_output]
     errors = 0
     try:
         with Reporter("eval", len(judged)) as progress:
@@ -239,14 +273,20 @@ async def evaluate_dataset(settings: Settings, rows: list[Labelled]) -> dict[str
                 progress.advance()
                 if verdict.verdict == "error" or verdict.score is None:
                     errors += 1
+                    outcomes.append(Judged(row.group, row.ungrounded, "error"))
                     continue
+                is_fail = verdict.verdict == "fail"
+                outcomes.append(Judged(row.group, row.ungrounded, "fail" if is_fail else "pass"))
                 ungrounded.append(row.ungrounded)
-                failed.append(verdict.verdict == "fail")
+                failed.append(is_fail)
                 scores.append(verdict.score)
     finally:
         await evaluator.judge.close()
-    return metrics_report(settings, len(rows), len(rows) - len(judged), errors,
-                          ungrounded, failed, scores)
+    report = metrics_report(settings, len(rows), len(rows) - len(judged), errors,
+                            ungrounded, failed, scores)
+    if benchmark is not None:
+        report["benchmark"] = benchmark_figures(benchmark, settings.judge_model, outcomes)
+    return report
 
 
 def metrics_report(
