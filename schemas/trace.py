@@ -10,6 +10,15 @@ A value with no such reading in a field the worker only carries along (a boolean
 ``timestamp``, a list ``metadata``, an id of ``1e30``) is dropped by the decoder
 (``consumer.stream.decode``); in a field read to judge (a boolean or float ``trace_id``, a number
 ``output``) it refuses the trace.
+
+The rules beside groundedness read the tools (DESIGN.md, "Rules"): ``tools_available`` (names)
+and ``tool_calls`` (``{"name", "arguments"?, "result"?}``) are the contract's; a call's
+``error`` (it failed) and ``agent`` (an agent answered, so the model had tools even when none
+is listed) are this worker's additions, for what spans say and the contract's fields cannot.
+A tool definition (``{"type": "function", "function": {"name"}}``) in place of a name, and an
+OpenAI tool call (``{"id", "type", "function": {"name", "arguments"}}``) in place of a call,
+are read as their names: they are what a producer logging its requests has at hand. Every one
+is optional and unset by default, so a trace without tools reads and dumps as before.
 """
 
 from __future__ import annotations
@@ -19,12 +28,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    JsonValue,
+    StrictBool,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 SCHEMA_VERSION = 1
@@ -79,6 +92,22 @@ def _epoch_instant(value: Any) -> Any:
     return instant.isoformat().replace("+00:00", "Z")
 
 
+def _definition_name(value: Any) -> Any:
+    """A tool definition (OpenAI's ``{"function": {"name"}}`` or a flat ``{"name"}``) as its
+    name; anything else is left to the string check."""
+    if isinstance(value, dict):
+        function = value.get("function")
+        named = function if isinstance(function, dict) and "name" in function else value
+        return named.get("name", value)
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("tool name is blank")
+    return value
+
+
 TraceId = Annotated[
     str,
     BeforeValidator(_integer_trace_id),
@@ -104,6 +133,37 @@ class Document(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+ToolName = Annotated[
+    str, BeforeValidator(_definition_name), AfterValidator(_not_blank), Field(min_length=1)
+]
+
+
+class ToolCall(BaseModel):
+    """One tool call of the trace: a tool the application ran, or the model asked for."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: ToolName
+    arguments: JsonValue = None
+    result: JsonValue = None
+    error: JsonValue = Field(
+        default=None, description="Why the call failed, when it did (a message or an object).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _openai_shape(cls, value: Any) -> Any:
+        # OpenAI's {"type": "function", "function": {"name", "arguments"}}: the call inside.
+        if isinstance(value, dict) and "name" not in value and isinstance(
+                function := value.get("function"), dict):
+            return {**value, **function}
+        return value
+
+    @property
+    def failed(self) -> bool:
+        """True when the call carries an error."""
+        return self.error not in (None, False, "", {}, [])
+
+
 class TraceEvent(BaseModel):
     """One answer of an LLM application, with the documents retrieved for it."""
 
@@ -124,6 +184,13 @@ class TraceEvent(BaseModel):
     )
     metadata: dict[str, Any] | None = None
     schema_version: int | None = None
+    tools_available: list[ToolName] | None = Field(
+        default=None, description="The names of the tools the model was offered.")
+    tool_calls: list[ToolCall] | None = Field(
+        default=None, description="The tool calls made while answering, in order.")
+    agent: StrictBool | None = Field(
+        default=None, description="True when an agent answered: the model had tools, "
+        "listed or not.")
 
     @field_validator("retrieved_documents", mode="before")
     @classmethod

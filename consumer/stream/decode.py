@@ -6,6 +6,11 @@ Only what the judging needs refuses a trace: ``trace_id``, ``output``, ``input``
 ``metadata``) whose value has no reading (``"timestamp": true``, ``"metadata": ["a"]``, an id
 of ``1e30``, past the floats that hold an integer exactly) is dropped, with a debug log line
 ``trace_field_dropped`` naming it, and the trace is judged.
+
+The tools the rules read refuse a trace like the judged fields (``tools_available`` not a list
+of names, a tool call without a name), except ``agent``: a name outside the contract that
+producers may already send as something else (an agent's name), so a value that is not a
+boolean is dropped like a carried field, and the trace is judged as before.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from schemas.trace import TraceEvent
 MAX_DECODE_REASON_CHARS = 300
 _SURROGATE = re.compile("[\\ud800-\\udfff]")
 # Fields carried along, not read to judge: one without a reading is dropped, not refused.
-_CARRIED = frozenset({"project_id", "timestamp", "metadata", "schema_version"})
+_CARRIED = frozenset({"project_id", "timestamp", "metadata", "schema_version", "agent"})
 _CARRIED_BY_DOCUMENTS = frozenset({"id", "metadata"})
 
 log = structlog.get_logger(__name__)

@@ -8,6 +8,7 @@ from typing import Literal
 from schemas.trace import Document, TraceEvent
 
 ContextSource = Literal["retrieval", "llm_input"]
+UNNAMED_TOOL = "(unnamed tool)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,9 @@ class MappedTrace:
         return bool(self.answer.strip())
 
     def to_trace_event(self) -> TraceEvent:
-        """The trace as the existing judge pipeline takes it."""
+        """The trace as the judge and the rules take it; the tool fields only when the trace
+        has tools, so a trace without any reads as a ``trace_json`` event without them."""
+        available = [name for name in self.tools_available if name.strip()]
         return TraceEvent.model_validate({
             "trace_id": self.trace_id,
             "output": self.answer,
@@ -65,4 +68,13 @@ class MappedTrace:
             "project_id": self.project_id,
             # Epoch nanoseconds: TraceEvent reads them as an ISO instant.
             "timestamp": self.start_unix_nano or None,
+            "tools_available": available or None,
+            "tool_calls": [
+                # A tool span with neither a tool name nor a span name still ran: it keeps a
+                # name, since the event refuses a blank one.
+                {"name": call.name if call.name.strip() else UNNAMED_TOOL,
+                 "arguments": call.arguments, "result": call.result}
+                for call in self.tool_calls
+            ] or None,
+            "agent": self.agent or None,
         })

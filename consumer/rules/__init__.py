@@ -1,0 +1,1 @@
+"""Rules beside groundedness: one interface (``base.py``), one registry (``registry.py``)."""
