@@ -10,11 +10,15 @@ the window's records, and its commit callable records watermarks and stops the r
 record of the window has its outcome acknowledged. A dry run reads the same window and only
 classifies records, without judging or publishing.
 
-A span topic (``TRACES_FORMAT=otlp_proto|otlp_json``) replays the traces whose first span is in
-the window, judged whole: past ``--to`` each partition is read on (up to its end offset when
-the replay started) until the traces opened in the window have closed, and time is the log's,
-so they close as the live worker would have closed them (``replay_spans.py``). Its dry run
-goes through the same pipeline with a judge that only counts and a sink that sends nothing.
+A span topic (``TRACES_FORMAT=otlp_proto|otlp_json``) replays the traces whose first GenAI
+span is in the window, judged whole: past ``--to`` each partition is read on (up to its end
+offset when the replay started) until the traces opened in the window have closed, and a
+lead-in of ``TRACE_MAX_WAIT_SECONDS`` before ``--from`` is read only to learn which traces
+began before the window (another window's: never judged here). Time is the log's, so traces
+close as the live worker closed them (``replay_spans.py``); at a partition's end, the present
+is the replay's start, and a trace still open then is left to the live worker. Its dry run
+goes through the same pipeline, with the closed traces counted instead of judged and a sink
+that sends nothing (``replay_dry_run.py``).
 
 Verdict ids are deterministic, so replaying a window again overwrites rather than multiplies.
 """
@@ -27,7 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -35,15 +39,10 @@ from aiokafka.errors import KafkaError
 
 from consumer import wiring
 from consumer.commands.progress import Reporter
-from consumer.commands.replay_spans import LogClock, SpanDryRun
-from consumer.commands.replay_summary import (
-    DEFAULT_PRICE_PER_MILLION_TOKENS,
-    DryRun,
-    RecordingSink,
-    SpanWindow,
-    Tally,
-    summarise,
-)
+from consumer.commands.replay_dry_run import DryRun, NullSink, TraceCounter, UncalledJudge
+from consumer.commands.replay_spans import read_log
+from consumer.commands.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS, SpanWindow, summarise
+from consumer.commands.replay_tally import RecordingSink, Tally
 from consumer.commands.replay_window import Window, WindowConsumer
 from consumer.errors import ConfigError
 from consumer.evaluate import Evaluator
@@ -53,6 +52,7 @@ from consumer.stream import aiokafka_compat
 from consumer.stream.partitions import Partition
 from consumer.stream.pipeline import Pipeline
 from consumer.stream.sink import VerdictSink
+from consumer.stream.span_path import ClosedTraces
 
 log = structlog.get_logger(__name__)
 
@@ -94,11 +94,22 @@ class ReplayRequest:
         }
 
 
+class Bounds(NamedTuple):
+    """One partition's offsets: the window is ``[start, stop)``; a span topic reads from
+    ``lead`` (its lead-in) and on to ``end`` (its end offset when the replay started) while the
+    window's traces are open."""
+
+    lead: int
+    start: int
+    stop: int
+    end: int
+
+
 async def plan(
-    consumer: AIOKafkaConsumer, topic: str, start_ms: int, end_ms: int | None
-) -> dict[Partition, tuple[int, int, int]]:
-    """Each partition's ``(start, stop, end)``: the window is ``[start, stop)``; ``end`` is its
-    end offset now (a span topic reads on to it while the window's traces are open)."""
+    consumer: AIOKafkaConsumer, topic: str, start_ms: int, end_ms: int | None,
+    lead_ms: int | None = None,
+) -> dict[Partition, Bounds]:
+    """Each partition's ``Bounds``; ``lead_ms``: where a span topic's lead-in starts."""
     # Asked of the whole cluster first: a metadata request naming a missing topic could
     # auto-create it.
     if topic not in await consumer.topics():
@@ -109,20 +120,19 @@ async def plan(
         raise ConfigError(f"topic {topic!r} has no partitions in the cluster metadata")
     partitions = [TopicPartition(topic, number) for number in sorted(numbers)]
     ends = await consumer.end_offsets(partitions)
-    firsts = await consumer.offsets_for_times({tp: start_ms for tp in partitions})
-    lasts = (
-        await consumer.offsets_for_times({tp: end_ms for tp in partitions})
-        if end_ms is not None
-        else {}
-    )
 
-    def first_at(found: Any, tp: Partition) -> int:
-        return int(found.offset) if found is not None else int(ends[tp])
+    async def first_at(ms: int | None) -> dict[Partition, int]:
+        """Each partition's first offset with a timestamp at or after ``ms`` (else its end)."""
+        if ms is None:
+            return {tp: int(ends[tp]) for tp in partitions}
+        found = await consumer.offsets_for_times({tp: ms for tp in partitions})
+        return {tp: int(ends[tp]) if found[tp] is None else int(found[tp].offset)
+                for tp in partitions}
 
-    return {
-        tp: (first_at(firsts[tp], tp), first_at(lasts.get(tp), tp), int(ends[tp]))
-        for tp in partitions
-    }
+    starts, stops = await first_at(start_ms), await first_at(end_ms)
+    leads = await first_at(lead_ms) if lead_ms is not None else starts
+    return {tp: Bounds(min(leads[tp], starts[tp]), starts[tp], stops[tp], int(ends[tp]))
+            for tp in partitions}
 
 
 async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
@@ -138,14 +148,22 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
     reader = wiring.create_reader(settings)
     try:
         await wiring.start(reader, settings, "replay reader")
-        end_ms = epoch_ms(request.end) if request.end else None
-        bounds = await plan(reader, request.topic, epoch_ms(request.start), end_ms)
         span_topic = settings.traces_format != "trace_json"
-        window = Window({tp: (first, past) for tp, (first, past, _) in bounds.items()}, stop,
-                        ends={tp: end for tp, (_, _, end) in bounds.items()} if span_topic
-                        else None)
+        start_ms = epoch_ms(request.start)
+        end_ms = epoch_ms(request.end) if request.end else None
+        # A span topic's lead-in: a trace begun up to its max wait before --from may still be
+        # open at --from, and is not the window's.
+        lead_ms = (max(0, start_ms - int(settings.trace_max_wait_seconds * 1000))
+                   if span_topic else None)
+        started_at = time.time()  # the present at the end offsets plan() reads now
+        bounds = await plan(reader, request.topic, start_ms, end_ms, lead_ms)
+        window = Window(
+            {tp: (b.start, b.stop) for tp, b in bounds.items()}, stop,
+            ends={tp: b.end for tp, b in bounds.items()} if span_topic else None,
+            leads={tp: b.lead for tp, b in bounds.items()} if span_topic else None,
+        )
         reader.assign(list(bounds))
-        for tp, offset in window.starts().items():
+        for tp, offset in window.leads().items():
             reader.seek(tp, offset)
         parked = [tp for tp in bounds if window.is_parked(tp)]
         if parked:
@@ -153,12 +171,15 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
         log.info("replay_starting", topic=request.topic, partitions=len(bounds),
                  offsets=window.total, dry_run=request.dry_run)
         started = time.monotonic()
-        with Reporter("replay", window.total) as progress:
+        # A dry run's log lines say so (a record it would dead-letter is logged as one).
+        dry_run = {"dry_run": True} if request.dry_run else {}
+        with Reporter("replay", window.total) as progress, \
+                structlog.contextvars.bound_contextvars(**dry_run):
             window.on_progress = progress.update
             window.check()
             if span_topic:
                 summary = await _replay_spans(settings, request, window, reader, evaluator,
-                                              started)
+                                              started, started_at)
                 progress.update(window.completed)
                 return summary
             if evaluator is None:
@@ -173,7 +194,8 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
                     price_per_million_tokens=request.price_per_million_tokens,
                 )
             tally = Tally()
-            outcomes = (await _judge(settings, window, reader, evaluator, tally)).outcomes
+            outcomes = (await _judge(settings, window, reader, evaluator, tally,
+                                     started_at)).outcomes
             progress.update(window.completed)
         # Every record read gets exactly one outcome, so once complete this counts them all.
         records = sum(outcomes.values())
@@ -192,70 +214,61 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
 
 async def _judge(
     settings: Settings, window: Window, reader: AIOKafkaConsumer, evaluator: Evaluator,
-    tally: Tally,
+    tally: Tally, started_at: float,
 ) -> Pipeline:
     producer = wiring.create_producer(settings)
     try:  # from before the start: a producer that failed to start is closed too
         await wiring.start(producer, settings, "producer")
         sink = RecordingSink(wiring.verdict_sink(settings, producer), tally)
-        return await _run_pipeline(settings, window, reader, evaluator, sink)
+        return await _run_pipeline(settings, window, reader, evaluator, sink, started_at)
     finally:
         await producer.stop()
 
 
 async def _run_pipeline(
     settings: Settings, window: Window, reader: AIOKafkaConsumer, evaluator: Evaluator,
-    sink: VerdictSink,
+    sink: VerdictSink, started_at: float, traces: ClosedTraces | None = None,
 ) -> Pipeline:
     consumer = WindowConsumer(reader, window)
     pipeline = Pipeline(consumer, sink, evaluator, window.commit,
                         wiring.pipeline_config(settings))
-    if pipeline.span_path is not None:  # the log's time; traces open only inside the window
-        pipeline.span_path.read_log(LogClock(window), window.stops())
-        consumer.open_traces = pipeline.span_path.open_on
-        consumer.on_held_fetch = pipeline.span_path.close_stalled
+    if pipeline.span_path is not None:
+        read_log(pipeline, consumer, window, started_at, traces)
     # No group, so no rebalance listener: give the pipeline its partitions' state here.
-    await pipeline.on_partitions_assigned(window.starts().keys())
+    await pipeline.on_partitions_assigned(window.leads().keys())
     await pipeline.run(window.stop)
     return pipeline
 
 
 async def _replay_spans(
     settings: Settings, request: ReplayRequest, window: Window, reader: AIOKafkaConsumer,
-    evaluator: Evaluator | None, started: float,
+    evaluator: Evaluator | None, started: float, started_at: float,
 ) -> dict[str, Any]:
-    """A span topic's window: judged through the pipeline, or (a dry run) only assembled."""
-    tally, outcomes, dry = Tally(), Counter[str](), None
+    """A span topic's window through the pipeline: judged, or (a dry run) counted."""
+    tally, dry = Tally(), None
     if evaluator is None:
-        assert settings.traces_format != "trace_json"  # noqa: S101 - the caller checked
-        spans = SpanDryRun(settings.traces_format, wiring.assembly_limits(settings),
-                           wiring.limits(settings), window, wiring.max_uncommitted_spans(settings))
-        consumer = WindowConsumer(reader, window)
-        consumer.open_traces = spans.open_on
-        await _dry_run_spans(consumer, window, spans)
-        dry, counts = spans.dry, spans.counts
-        outcomes.update(no_candidate=spans.no_candidate)
+        limits = wiring.limits(settings)
+        counter = TraceCounter(limits)
+        uncalled = Evaluator(UncalledJudge(settings.judge_model), settings.threshold, limits)
+        pipeline = await _run_pipeline(settings, window, reader, uncalled, NullSink(),
+                                       started_at, counter)
+        dry, no_candidate = counter.dry, counter.no_candidate
+        dry.dead_lettered = pipeline.outcomes["dead_lettered"]
     else:
-        pipeline = await _judge(settings, window, reader, evaluator, tally)
-        assert pipeline.span_path is not None  # noqa: S101 - the settings name a span format
-        outcomes, counts = pipeline.outcomes, pipeline.span_path.counts
+        pipeline = await _judge(settings, window, reader, evaluator, tally, started_at)
+        no_candidate = pipeline.outcomes["no_candidate"]
+    span_path = pipeline.span_path
+    assert span_path is not None  # noqa: S101 - the settings name a span format
     return summarise(
         request.describe(window.complete), window.records, time.monotonic() - started,
-        outcomes, tally, dry=dry, price_per_million_tokens=request.price_per_million_tokens,
-        spans=SpanWindow(counts, outcomes["no_candidate"], window.read_on),
+        pipeline.outcomes, tally, dry=dry,
+        price_per_million_tokens=request.price_per_million_tokens,
+        spans=SpanWindow(span_path.counts, no_candidate, window.read_on),
     )
 
 
-async def _dry_run_spans(consumer: WindowConsumer, window: Window, spans: SpanDryRun) -> None:
-    while not window.stop.is_set():
-        batches = await consumer.getmany(timeout_ms=200, max_records=500)
-        for tp, records in batches.items():
-            spans.read(tp, records)
-        spans.close_due()
-        await window.commit(spans.watermarks())
-
-
 async def _dry_run(consumer: WindowConsumer, window: Window, limits: Limits) -> DryRun:
+    """A trace event topic's dry run: each record classified as the pipeline would."""
     dry = DryRun()
     while not window.stop.is_set():
         batches = await consumer.getmany(timeout_ms=200, max_records=500)

@@ -1,22 +1,19 @@
-"""What a replay adds up to: counted verdicts, a dry run's estimate, a span topic's traces and
-spans, the summary and its table."""
+"""A replay's summary and its table: the counted verdicts (``replay_tally.py``), or a dry
+run's counts and estimate (``replay_dry_run.py``), and a span topic's traces and spans."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from consumer.commands.calibration import percentile
-from consumer.errors import DecodeError
-from consumer.judge.prompt import Limits, build_request
-from consumer.stream.decode import decode_trace
-from schemas.verdict import VerdictEvent
+from consumer.commands.replay_tally import Tally
 
 if TYPE_CHECKING:  # types only; keeps aiokafka and protobuf out of `groundedness --help`
-    from consumer.stream.sink import Record, VerdictSink
+    from consumer.commands.replay_dry_run import DryRun
     from consumer.telemetry.assembly import AssemblyCounts
 
 SCORE_KEYS = ("0.00", "0.25", "0.50", "0.75", "1.00")
@@ -26,71 +23,11 @@ SCORE_KEYS = ("0.00", "0.25", "0.50", "0.75", "1.00")
 DEFAULT_PRICE_PER_MILLION_TOKENS = 0.15
 
 
-@dataclass(slots=True)
-class Tally:
-    """What the published verdicts add up to."""
-
-    verdicts: Counter[str] = field(default_factory=Counter)
-    scores: Counter[str] = field(default_factory=Counter)
-    latencies_ms: list[int] = field(default_factory=list)
-    tokens: Counter[str] = field(default_factory=Counter)
-
-    def add(self, verdict: VerdictEvent) -> None:
-        """Count one verdict."""
-        self.verdicts[verdict.verdict] += 1
-        if verdict.score is not None:
-            self.scores[f"{verdict.score:.2f}"] += 1
-        self.latencies_ms.append(verdict.latency_ms)
-        if verdict.usage is not None:
-            self.tokens["prompt"] += verdict.usage.prompt_tokens
-            self.tokens["completion"] += verdict.usage.completion_tokens
-            self.tokens["total"] += verdict.usage.total_tokens
-
-
-class RecordingSink:
-    """A ``VerdictSink`` that counts each verdict once the inner sink has it acknowledged."""
-
-    def __init__(self, sink: VerdictSink, tally: Tally) -> None:
-        self._sink = sink
-        self._tally = tally
-
-    async def publish(self, verdict: VerdictEvent) -> None:
-        """Publish, then count."""
-        await self._sink.publish(verdict)
-        self._tally.add(verdict)
-
-    async def dead_letter(self, record: Record, reason: str) -> None:
-        """Dead-letter (the pipeline counts these)."""
-        await self._sink.dead_letter(record, reason)
-
-
-@dataclass(slots=True)
-class DryRun:
-    """What a replay would do, read without judging or publishing."""
-
-    would_judge: int = 0
-    skipped: int = 0
-    dead_lettered: int = 0
-    estimated_tokens: int = 0
-
-    def add(self, record: Record, limits: Limits) -> None:
-        """Classify one record as the pipeline would."""
-        try:
-            trace = decode_trace(record.value)
-        except DecodeError:
-            self.dead_lettered += 1
-            return
-        if not trace.has_output:
-            self.skipped += 1
-            return
-        self.would_judge += 1
-        self.estimated_tokens += build_request(trace, limits).estimated_tokens
-
-
 @dataclass(frozen=True, slots=True)
 class SpanWindow:
     """A span topic's window beyond its verdicts: the traces it assembled and how they
-    closed, its spans kept and dropped, and the records read past ``--to`` for its traces."""
+    closed, those left open at the topic's end, its spans kept and dropped, and the records
+    read past ``--to`` for its traces."""
 
     counts: AssemblyCounts
     no_candidate: int  # traces with no LLM call nor an answer with documents: nothing to judge
@@ -104,6 +41,7 @@ class SpanWindow:
             "no_candidate": self.no_candidate,
             "closed_by": {"quiet": counts.closed_quiet, "max_wait": counts.closed_max_wait},
             "closed_early": counts.closed_early,
+            "open_at_end": counts.open_at_end,
             "spans": {"kept": counts.spans_kept, "dropped": counts.spans_dropped,
                       "late": counts.late_spans},
             "records_after_to": self.read_on,
@@ -204,7 +142,10 @@ def _span_rows(table: Table, summary: dict[str, Any]) -> None:
     table.add_row("traces assembled", str(summary["traces"]))
     table.add_row("closed by quiet / max wait", f"{closed_by['quiet']} / {closed_by['max_wait']}")
     if summary["closed_early"]:
-        table.add_row("closed early (reading stalled)", str(summary["closed_early"]))
+        table.add_row("closed early (MAX_OPEN_TRACES, window full)",
+                      str(summary["closed_early"]))
+    if summary["open_at_end"]:
+        table.add_row("still open at the topic's end (not judged)", str(summary["open_at_end"]))
     table.add_row("no candidate (nothing to judge)", str(summary["no_candidate"]))
     table.add_row("spans kept / dropped", f"{spans['kept']:,} / {spans['dropped']:,}")
     table.add_row("records read past --to", str(summary["records_after_to"]))

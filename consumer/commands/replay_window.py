@@ -11,7 +11,11 @@ past the stop, records up to the end are handed on too, so that the traces opene
 window see their later spans and close (the assembly opens no trace there). Such a record
 is done at once unless it fed an open trace, so "read to the stop and every record handed on
 done" still says the partition is finished: no trace of the window is left open. It is then
-paused; at its end it is paused anyway, and ``LogClock`` lets its open traces close.
+paused; at its end it is paused anyway, and ``telemetry/clock.LogClock`` says no more spans
+come. It also has a lead-in: reading starts up to ``TRACE_MAX_WAIT_SECONDS`` before the
+window, so that the assembly learns which traces began before it (and opens none of them).
+Lead-in records are handed on, done at once, and are not the window's: not counted in
+``records``, nor in the progress.
 """
 
 from __future__ import annotations
@@ -51,12 +55,13 @@ class _Span:
     start: int
     stop: int
     watermark: int
+    lead: int  # the first offset read: the start, or a span topic's lead-in before it
     end: int | None = None  # span topics: records up to here are read while traces stay open
     last_fetched: int | None = None
     reached: bool = False  # the fetch position is at the stop: every record below it was read
     ended: bool = False  # span topics: the fetch position is at the end: nothing more to read
     counted_to: int = -1  # the highest offset counted in ``records`` or ``read_on``
-    records: int = 0  # records handed on below the stop
+    records: int = 0  # records handed on in the window, from the start to below the stop
     read_on: int = 0  # records handed on past it (span topics)
 
     @property
@@ -76,17 +81,23 @@ class Window:
 
     def __init__(
         self, spans: dict[Partition, tuple[int, int]], stop: asyncio.Event,
-        ends: dict[Partition, int] | None = None,
+        ends: dict[Partition, int] | None = None, leads: dict[Partition, int] | None = None,
     ) -> None:
-        """``ends`` (span topics): each partition's end offset, to read on to past its stop."""
+        """``ends`` (span topics): each partition's end offset, to read on to past its stop;
+        ``leads`` (span topics): where each partition's lead-in starts (an empty window
+        needs none)."""
         self._spans = {
-            tp: _Span(start, max(start, end), start, reached=start >= end)
+            tp: _Span(start, max(start, end), start, start, reached=start >= end)
             for tp, (start, end) in spans.items()
         }
         for tp, end in (ends or {}).items():
             span = self._spans[tp]
             span.end = max(span.stop, end)
             span.ended = span.start >= span.end
+        for tp, lead in (leads or {}).items():
+            span = self._spans[tp]
+            if not span.reached:
+                span.lead = span.watermark = min(lead, span.start)
         self.stop = stop
         self.on_progress: Callable[[int], None] | None = None
 
@@ -97,8 +108,8 @@ class Window:
 
     @property
     def completed(self) -> int:
-        """Offsets below the watermarks."""
-        return sum(min(s.watermark, s.stop) - s.start for s in self._spans.values())
+        """The window's offsets below the watermarks."""
+        return sum(min(max(s.watermark, s.start), s.stop) - s.start for s in self._spans.values())
 
     @property
     def complete(self) -> bool:
@@ -129,8 +140,16 @@ class Window:
         return span.stop if span.end is None else span.end
 
     def starts(self) -> dict[Partition, int]:
-        """Where each partition's reading begins."""
+        """Each partition's first offset in the window."""
         return {tp: span.start for tp, span in self._spans.items()}
+
+    def leads(self) -> dict[Partition, int]:
+        """Where each partition's reading begins: its start, or a lead-in before it."""
+        return {tp: span.lead for tp, span in self._spans.items()}
+
+    def ranges(self) -> dict[Partition, tuple[int, int]]:
+        """Each partition's window, ``[start, stop)``."""
+        return {tp: (span.start, span.stop) for tp, span in self._spans.items()}
 
     def is_reached(self, tp: Partition) -> bool:
         """Has the partition been read to its stop?"""
@@ -154,6 +173,8 @@ class Window:
         for offset in offsets:
             if offset > span.counted_to:
                 span.counted_to = offset
+                if offset < span.start:
+                    continue  # the lead-in: not the window's
                 if offset < span.stop:
                     span.records += 1
                 else:
@@ -184,7 +205,7 @@ class Window:
         if span.end is not None and offset < span.end:
             span.ended = False
         if span.last_fetched is not None and offset <= span.last_fetched:
-            span.last_fetched = offset - 1 if offset > span.start else None
+            span.last_fetched = offset - 1 if offset > span.lead else None
 
     async def commit(self, offsets: dict[Partition, int]) -> dict[Partition, int]:
         """The pipeline's commit callable: note the watermarks, never touch Kafka."""
@@ -247,7 +268,7 @@ class WindowConsumer:
         """Pause the partitions with nothing more to read. ``settled``: every record handed
         on was added to its assembly (so, before a fetch), and a span topic's partition
         read to its stop with no trace open needs no more records: none opens past it."""
-        for tp in self._window.starts():
+        for tp in self._window.leads():
             if tp in self._parked:
                 continue
             if self._window.is_parked(tp) or (

@@ -12,8 +12,9 @@ spans are late to those traces wherever the timer stood. Closing is otherwise by
 in a timer independent of fetching: a paused worker (assembly or window full) still closes
 its traces by their max wait, and their outcomes free it, so the pause cannot deadlock. Time
 is the ``TraceClock``'s: the wall clock, or in a replay the log's (``read_log``), which does
-not pass while nothing is read; there ``close_stalled`` frees a stalled pause instead. A
-closed trace is judged in its own task,
+not pass while nothing is read: there the open traces are held under ``MAX_OPEN_TRACES`` as
+records are added (the next due close early), and ``close_stalled`` frees a stalled pause.
+A closed trace is judged in its own task,
 kept in the pipeline's per-partition task set, so a revoke and the drain wait for it or
 cancel it as they do a record's task. The drain stops the timer first: open traces are not
 judged early; their records stay uncommitted and are reassembled after the restart. A
@@ -26,9 +27,10 @@ are spread over partitions noticed (``split_traces.py``).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 from weakref import WeakKeyDictionary
 
 import structlog
@@ -51,10 +53,19 @@ log = structlog.get_logger(__name__)
 TIMER_MAX_SLEEP_S = 0.2  # bounds the delay of a trace that opened while the timer slept
 TIMER_MIN_SLEEP_S = 0.005
 MIN_REMEMBERED_IDS = 1_000  # per partition, however many a worker owns
+EARLY_LOG_EVERY_S = 10.0  # a replay's traces closed early: one warning at most this often
 _SPANS_KEPT = metrics.SPANS.labels("kept")
 _SPANS_DROPPED = metrics.SPANS.labels("dropped")
 
 Tasks = dict[Hashable, set[asyncio.Task[None]]]
+
+
+class ClosedTraces(Protocol):
+    """Where a closed trace goes: ``TracePath`` (judged), or a dry run's counter."""
+
+    async def handle(self, tp: Partition, closed: ClosedTrace, bound: Any) -> None:
+        """Return once the trace's outcome is settled; never raise."""
+        ...
 
 
 class SpanPath:
@@ -72,7 +83,7 @@ class SpanPath:
     ) -> None:
         self._records = records
         self._evaluator = evaluator
-        self._traces = TracePath(records, evaluator)
+        self._traces: ClosedTraces = TracePath(records, evaluator)
         self._split = SplitWatch()
         # What each assembly's counts were when last added to the metrics (counts only grow).
         self._reported: WeakKeyDictionary[TraceAssembly, AssemblyCounts] = WeakKeyDictionary()
@@ -81,7 +92,10 @@ class SpanPath:
         self._tracker = tracker  # the pipeline's: offsets are marked done here
         self._tasks = tasks  # the pipeline's: revoke and drain wait for these
         self._clock: TraceClock = clock or WallClock()
-        self._stops: dict[Hashable, int] = {}  # a replay's: no trace opens from here on
+        # A replay's: each partition's window [start, stop); traces open only in it.
+        self._windows: dict[Hashable, tuple[int, int]] = {}
+        self._early_logged_at = -float("inf")  # a replay's warning on traces closed early
+        self._early_unlogged = 0
         self._assemblies: dict[Hashable, TraceAssembly] = {}  # the partitions being closed
         self._leaving: dict[Hashable, TraceAssembly] = {}  # revoked, their tasks finishing
         self._timer: asyncio.Task[None] | None = None
@@ -110,13 +124,18 @@ class SpanPath:
         held = [*self._assemblies.values(), *self._leaving.values()]
         return sum((assembly.counts for assembly in held), AssemblyCounts())
 
-    def read_log(self, clock: TraceClock, stops: Mapping[Hashable, int]) -> None:
+    def read_log(self, clock: TraceClock, windows: Mapping[Hashable, tuple[int, int]],
+                 traces: ClosedTraces | None = None) -> None:
         """Replay a window (before any partition is assigned): take time from ``clock`` (the
-        log's), and open no trace from each partition's ``stops`` offset on: records there
-        feed only the traces already open, and one that cannot be decoded is not the
-        window's, so it is passed, not dead-lettered."""
+        log's), and open traces only in each partition's ``windows`` ``[start, stop)``.
+        Records from the stop on feed only the traces already open; those before the start
+        (the lead-in) only tell which traces began before the window, never to open here. A
+        record outside the window that cannot be decoded is not the window's: passed, not
+        dead-lettered. ``traces``: where closed traces go instead of the judge (a dry run)."""
         self._clock = clock
-        self._stops = dict(stops)
+        self._windows = dict(windows)
+        if traces is not None:
+            self._traces = traces
 
     # -- partitions ------------------------------------------------------------------------
 
@@ -124,7 +143,8 @@ class SpanPath:
         """Start assembling the partition (from its committed offset)."""
         self._leaving.pop(tp, None)
         if tp not in self._assemblies:
-            self._assemblies[tp] = TraceAssembly(self.limits, self._stops.get(tp))
+            start, stop = self._windows.get(tp, (None, None))
+            self._assemblies[tp] = TraceAssembly(self.limits, opens_before=stop, opens_from=start)
             self._share_memory()
 
     def stop_closing(self, revoked: Collection[Partition]) -> None:
@@ -176,6 +196,8 @@ class SpanPath:
                 continue
             for offset in done:
                 offsets.done(offset)
+            if self._windows and self.full:
+                self._close_to_limit()
         self._report(assembly)
 
     def _report(self, assembly: TraceAssembly) -> None:
@@ -214,9 +236,9 @@ class SpanPath:
 
     def _reject(self, tp: Partition, offsets: PartitionOffsets, record: Record, reason: str,
                 *, undecodable: bool) -> None:
-        stop = self._stops.get(tp)
-        if stop is not None and record.offset >= stop:
-            offsets.done(record.offset)  # past a replay's window: another replay's to report
+        window = self._windows.get(tp)
+        if window is not None and not window[0] <= record.offset < window[1]:
+            offsets.done(record.offset)  # outside a replay's window: another replay's to report
             return
         self._spawn(tp, self._dead_letter(tp, offsets, record, reason, undecodable))
 
@@ -263,35 +285,74 @@ class SpanPath:
             if offsets is None:
                 continue
             started += self._start_judging(tp, offsets, assembly, assembly.due(self._clock.now(tp)))
+            if assembly.open_count and self._clock.at_end(tp):
+                self._leave_open(tp, offsets, assembly)
         return started
+
+    def _leave_open(self, tp: Partition, offsets: PartitionOffsets,
+                    assembly: TraceAssembly) -> None:
+        """A replay read the partition to its end, and traces are still open by the time it
+        started (``telemetry/clock.LogClock``): they were still being written then, the live
+        worker's to judge whole under the same verdict ids. Leave them unjudged, their
+        records done."""
+        before = assembly.counts.open_at_end
+        for offset in assembly.leave_open():
+            offsets.done(offset)
+        log.warning("traces_open_at_end", topic=tp.topic, partition=tp.partition,
+                    traces=assembly.counts.open_at_end - before)
+        self._report(assembly)
+
+    def _close_to_limit(self) -> None:
+        """A replay at ``MAX_OPEN_TRACES`` (or the bound on bytes held): close the traces due
+        next, in the log's time over every partition, until below it, as a record is added.
+        The live worker pauses there and its clock closes them in that order as it runs on;
+        the log's time cannot pass while the reading pauses, so they close now instead, and
+        the same records close the same traces however fast they are fetched or judged."""
+        closed = 0
+        while self.full:
+            due = [(at, tp) for tp, assembly in self._assemblies.items()
+                   if self._tracker.current(tp) is not None
+                   and (at := assembly.next_due_at()) is not None]
+            if not due:
+                break
+            _, tp = min(due, key=lambda entry: entry[0])
+            offsets = self._tracker.current(tp)
+            assert offsets is not None  # noqa: S101 - filtered above
+            assembly = self._assemblies[tp]
+            closed += self._start_judging(tp, offsets, assembly, assembly.close_next())
+        self._closed_early(closed)
 
     def close_stalled(self) -> int:
         """Close traces before their time where a replay's time cannot reach them; return how
         many. The caller (a replay) calls it when the pipeline fetches while it keeps every
         partition paused: the log's time passes only as records are read, so what frees the
-        live worker's pause (its clock running on) never comes. This does it instead:
-
-        - at ``MAX_OPEN_TRACES``: each partition's trace due next, as the wall clock would
-          close them one by one;
-        - else, when no trace is being judged, the judge is not holding and every watermark
-          is committed, the records held back by open traces (and by finished ones chained to
-          them, ``record_holds.py``) fill the uncommitted window: every open trace, as the
-          live worker's clock ends up closing them all before the window empties.
+        live worker's pause (its clock running on) never comes. ``MAX_OPEN_TRACES`` never
+        pauses a replay (``_close_to_limit``); the uncommitted window may. When no trace is
+        being judged, the judge is not holding and every watermark is committed, the records
+        held back by open traces (and by finished ones chained to them,
+        ``record_holds.py``) fill it: every open trace closes, as the live worker's clock
+        ends up closing them all before the window empties.
         """
-        if self.full:
-            close = TraceAssembly.close_next
-        elif (any(self._tasks.values()) or self._evaluator.judge.holding
-              or self._tracker.to_commit()):
+        if (any(self._tasks.values()) or self._evaluator.judge.holding
+                or self._tracker.to_commit()):
             return 0  # the pause lifts by itself
-        else:
-            close = TraceAssembly.close_all
         started = 0
         for tp, assembly in list(self._assemblies.items()):
             if (offsets := self._tracker.current(tp)) is not None:
-                started += self._start_judging(tp, offsets, assembly, close(assembly))
-        if started:
-            log.warning("traces_closed_early", traces=started, open_traces=self.open_traces)
+                started += self._start_judging(tp, offsets, assembly, assembly.close_all())
+        self._closed_early(started)
         return started
+
+    def _closed_early(self, traces: int) -> None:
+        """Warn of a replay's traces closed early, at most every ``EARLY_LOG_EVERY_S`` (the
+        summary counts them all: ``closed_early``)."""
+        self._early_unlogged += traces
+        now = time.monotonic()
+        if self._early_unlogged and now - self._early_logged_at >= EARLY_LOG_EVERY_S:
+            log.warning("traces_closed_early", traces=self._early_unlogged,
+                        open_traces=self.open_traces,
+                        max_open_traces=self.limits.max_open_traces, every_s=EARLY_LOG_EVERY_S)
+            self._early_logged_at, self._early_unlogged = now, 0
 
     def _start_judging(self, tp: Partition, offsets: PartitionOffsets, assembly: TraceAssembly,
                        closed: list[ClosedTrace]) -> int:

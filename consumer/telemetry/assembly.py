@@ -25,10 +25,15 @@ seen): the monotonic clock when the worker runs, the records' timestamps in a re
 caller's ``TraceClock``). Time may jump there (a quiet stretch of the log, a partition read to
 its end), so a trace past both of its times is labelled by the one it reached first.
 
-A replay opens only the traces whose first kept span is in its window: ``opens_before`` is the
-first offset past it. Records from there on still feed the traces already open (read on past
-``--to`` until they close) and are counted for them alone; their other spans are not the
-window's: neither kept, dropped nor late.
+A replay opens only the traces whose first kept span is in its window, ``[opens_from,
+opens_before)``. Records from ``opens_before`` on still feed the traces already open (read on
+past ``--to`` until they close) and are counted for them alone; their other spans are not the
+window's: neither kept, dropped nor late. Records before ``opens_from`` (the lead-in, read
+from ``TRACE_MAX_WAIT_SECONDS`` before ``--from``) only say which traces began before the
+window: another window's, never opened here, their spans in the window neither kept, dropped
+nor late (and the roots of traces not begun yet are remembered, as live). A replay read to the
+log's end leaves the traces still open there unjudged (``leave_open``): they were still being
+written, the live worker's to judge whole.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ class AssemblyCounts:
     closed_max_wait: int = 0
     closed_early: int = 0  # also in quiet / max_wait: closed before their time (a replay)
     late_spans: int = 0  # spans (GenAI or not) of a trace already closed; also in dropped
+    open_at_end: int = 0  # a replay's traces left open at the log's end: not judged
 
     def __add__(self, other: AssemblyCounts) -> AssemblyCounts:
         """Two partitions' counts together."""
@@ -108,9 +114,11 @@ class _Open:
 class TraceAssembly:
     """The open traces of one partition, and the records they hold back from the commit."""
 
-    def __init__(self, limits: AssemblyLimits, opens_before: int | None = None) -> None:
+    def __init__(self, limits: AssemblyLimits, opens_before: int | None = None,
+                 opens_from: int | None = None) -> None:
         self.limits = limits
         self.opens_before = opens_before  # a replay's stop: no trace opens from here on
+        self.opens_from = opens_from  # a replay's start: records before it are its lead-in
         self.counts = AssemblyCounts()
         self._open: OrderedDict[str, _Open] = OrderedDict()  # in order of first span
         self._quiet: OrderedDict[str, _Open] = OrderedDict()  # root seen; by last activity
@@ -118,6 +126,7 @@ class TraceAssembly:
         self._holds = RecordHolds()  # offsets fed to open or unfinished traces, and pins
         self._closed = RecentIds(limits.max_remembered_ids)
         self._early_roots = RecentIds(limits.max_remembered_ids)
+        self._before_window = RecentIds(limits.max_remembered_ids)  # begun in the lead-in
         self._last_offset: int | None = None
         self._now = float("-inf")
         self.held_bytes = 0  # the open traces' kept spans, estimated (``kept_spans.py``)
@@ -131,6 +140,7 @@ class TraceAssembly:
         """Bound the closed ids and the early roots remembered to ``ids`` each."""
         self._closed.resize(ids)
         self._early_roots.resize(ids)
+        self._before_window.resize(ids)
 
     @property
     def remembered_at_most(self) -> int:
@@ -159,11 +169,14 @@ class TraceAssembly:
             raise ValueError(f"offset {offset} is not after {self._last_offset}")
         self._last_offset = offset
         now = self._now = max(now, self._now)
+        if self.opens_from is not None and offset < self.opens_from:
+            self._lead_in(decoded)
+            return [offset]
         counts = self.counts
         opening = self.opens_before is None or offset < self.opens_before
         if opening:
             counts.spans_dropped += decoded.dropped
-        kept_for: dict[str, int] = {}  # past the stop: each open trace's kept spans here
+        kept_for: dict[str, int] = {}  # past the stop, or begun before: each trace's kept spans
         # Step 1: kept spans join their trace (opening it); a closed trace's are late.
         for span in decoded.kept:
             trace_id = span.trace_id
@@ -171,6 +184,9 @@ class TraceAssembly:
             if trace is None:
                 if not opening:
                     continue  # past a replay's stop: not a trace of its window
+                if trace_id in self._before_window:  # begun before a replay's window
+                    kept_for[trace_id] = kept_for.get(trace_id, 0) + 1
+                    continue
                 if self._is_closed(trace_id):
                     counts.spans_dropped += 1  # counted as late in step 2, with its record
                     continue
@@ -190,6 +206,8 @@ class TraceAssembly:
                 self._touch(trace_id, trace, now)
                 if not opening:  # the record's dropped spans, of the open traces alone
                     counts.spans_dropped += spans - kept_for.get(trace_id, 0)
+            elif opening and trace_id in self._before_window:  # not the window's spans
+                counts.spans_dropped -= spans - kept_for.get(trace_id, 0)
             elif opening and self._is_closed(trace_id):
                 counts.late_spans += spans
         # Step 3: a root (often a dropped HTTP span) lets its trace close when quiet; one for
@@ -200,9 +218,19 @@ class TraceAssembly:
                 if not trace.root_seen:
                     trace.root_seen = True
                     self._touch(trace_id, trace, now)
-            elif opening and not self._is_closed(trace_id):
+            elif (opening and not self._is_closed(trace_id)
+                  and trace_id not in self._before_window):
                 self._early_roots.add(trace_id)
         return [] if offset in self._holds else [offset]
+
+    def _lead_in(self, decoded: DecodedRecord) -> None:
+        """A record of a replay's lead-in: its traces with kept spans began before the window
+        (another window's); a root of a trace not begun is remembered, as in ``add``."""
+        for span in decoded.kept:
+            self._before_window.add(span.trace_id)
+        for trace_id in decoded.roots_seen:
+            if trace_id not in self._before_window:
+                self._early_roots.add(trace_id)
 
     def due(self, now: float) -> list[ClosedTrace]:
         """Close and return the traces ready at ``now`` (see the module docstring)."""
@@ -211,8 +239,8 @@ class TraceAssembly:
 
     def close_next(self) -> list[ClosedTrace]:
         """Close the trace(s) due next, whatever the time, labelled as they would close then
-        (and counted ``closed_early``): for a replay whose reading stalled, so that its log
-        time cannot reach them (``stream/span_path.SpanPath.close_stalled``)."""
+        (and counted ``closed_early``): for a replay at ``MAX_OPEN_TRACES``, whose log time
+        cannot pass while it waits for them (``stream/span_path.SpanPath._close_to_limit``)."""
         at = self.next_due_at()
         return [] if at is None else self._early(self._ready(at))
 
@@ -220,6 +248,20 @@ class TraceAssembly:
         """Close every open trace, each labelled as it would close were no span to come (and
         counted ``closed_early``); the time is left as it was, as in ``close_next``."""
         return self._early(self._ready(math.inf))
+
+    def leave_open(self) -> list[int]:
+        """Forget every open trace unjudged (counted ``open_at_end``): a replay read to the
+        log's end, where they were still being written. Return the offsets done now, in
+        order; their kept spans are counted neither kept nor dropped."""
+        done: list[int] = []
+        for trace_id, trace in self._open.items():
+            self.counts.open_at_end += 1
+            self.held_bytes -= trace.kept.size
+            self._closed.add(trace_id)
+            done.extend(self._holds.finish(trace.offsets))
+        self._open.clear()
+        self._quiet.clear()
+        return sorted(done)
 
     def next_due_at(self) -> float | None:
         """The earliest time a trace may be ready (for the caller's timer); None when empty."""
@@ -251,6 +293,7 @@ class TraceAssembly:
         # the committed offset, and must not take them for late spans then.
         self._closed.clear()
         self._early_roots.clear()
+        self._before_window.clear()
         self._last_offset = None
 
     # -- internals -------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 judge over HTTP. Spans come from the real OTel SDK, one trace per record keyed by its hex trace
 id, as the collector's Kafka exporter writes them with ``partition_traces_by_id``: a trace
 straddling ``--to`` is judged whole and once, as the live worker judged it; a trace starting
-after ``--to`` is not; a trace whose root never comes closes by its max wait; a garbage record
-in the window is dead-lettered; the dry run counts what the replay then does; a SIGTERM leaves
+after ``--to`` is not, nor one begun before ``--from`` (the window of its first GenAI span
+judges it), nor one still being written when the replay starts; a trace whose root never comes
+closes by its max wait; a garbage record in the window is dead-lettered; the dry run counts
+what the replay then does, past ``MAX_OPEN_TRACES`` too; a SIGTERM leaves
 ``complete: false``."""
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from consumer.cli import main
 from consumer.localjudge.server import JudgeServer
+from scripts.span_transport import SpanEncoding, encode
 from tests.support.fake_judge import ScriptedJudge
-from tests.support.otel_spans import KIND, Recorder, otlp_json, otlp_proto, rag_trace
+from tests.support.otel_spans import KIND, Recorder, otlp_proto, rag_trace
 from tests.support.streams import (
     Topics,
     create_topics,
@@ -87,14 +90,10 @@ def indexing() -> Trace:
     return Trace(recorder.spans())
 
 
-def encode(spans: list[ReadableSpan], encoding: str) -> bytes:
-    proto = otlp_proto(spans)
-    return proto if encoding == "otlp_proto" else otlp_json(proto)
-
-
 async def produce(bootstrap: str, topic: str,
                   records: list[tuple[bytes, bytes, int | None]]) -> None:
-    """(key, value, timestamp ms or None for now) each, partitioned by key."""
+    """(key, value, timestamp ms or None for now) each, partitioned by key: the log's time is
+    what a replay closes traces by (``scripts.span_transport.produce`` writes them now)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
     await producer.start()
     try:
@@ -165,9 +164,9 @@ async def test_a_trace_straddling_to_is_judged_whole_once_and_as_the_live_worker
         live_verdict, replayed = both[trace.trace_id]
         assert {f: replayed[f] for f in SAME_AS_LIVE} == {f: live_verdict[f] for f in SAME_AS_LIVE}
     assert both[straddling.trace_id][1]["assembly"] == {
-        "spans": 3, "root_seen": True, "closed_by": "quiet"}
+        "spans": 3, "root_seen": True, "closed_by": "quiet", "capped": 0}
     assert both[rootless.trace_id][1]["assembly"] == {
-        "spans": 3, "root_seen": False, "closed_by": "max_wait"}
+        "spans": 3, "root_seen": False, "closed_by": "max_wait", "capped": 0}
     dead = await read_all(kafka, topics.dlq, at_least=2, settle_s=1.0)
     assert [r.value for r in dead] == [GARBAGE, GARBAGE], "live, then the replay"
 
@@ -185,7 +184,7 @@ async def test_a_trace_straddling_to_is_judged_whole_once_and_as_the_live_worker
 @pytest.mark.parametrize("encoding", ["otlp_json", "otlp_proto"])
 async def test_the_dry_run_counts_what_the_replay_then_judges_by_the_logs_time(
     kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path, encoding: str,
+    tmp_path: Path, encoding: SpanEncoding,
 ) -> None:
     judge, server = fake_judge
     topics = Topics.fresh(f"replay-spans-{encoding}")
@@ -225,7 +224,7 @@ async def test_the_dry_run_counts_what_the_replay_then_judges_by_the_logs_time(
     counted = {
         "records": 5, "would_judge": 2, "skipped": 1, "no_candidate": 1, "dead_lettered": 1,
         "traces": 4, "closed_by": {"quiet": 3, "max_wait": 1}, "closed_early": 0,
-        "spans": {"kept": 10, "dropped": 5, "late": 0},
+        "open_at_end": 0, "spans": {"kept": 10, "dropped": 5, "late": 0},
     }
     assert {k: dry[k] for k in counted} == counted
     assert dry["estimated_tokens"] > 2 * 400  # each request carries the answer allowance
@@ -237,13 +236,107 @@ async def test_the_dry_run_counts_what_the_replay_then_judges_by_the_logs_time(
     assert {t: len(v) for t, v in verdicts.items()} == {
         straddling.trace_id: 1, rootless.trace_id: 1}
     assert [v["assembly"] for v in verdicts[rootless.trace_id]] == [
-        {"spans": 3, "root_seen": False, "closed_by": "max_wait"}]
+        {"spans": 3, "root_seen": False, "closed_by": "max_wait", "capped": 0}]
     assert [r.value for r in await read_all(kafka, topics.dlq, at_least=1, settle_s=1.0)] == [
         GARBAGE]
     judged = read_summary(replay_path)
     assert {k: judged[k] for k in counted if k != "would_judge"} == {
         k: v for k, v in counted.items() if k != "would_judge"}
     assert (judged["pass"], judged["complete"]) == (2, True)
+
+
+async def test_a_trace_begun_before_from_is_judged_whole_by_the_window_of_its_first_span(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Two adjacent windows: the trace starts in the first and ends in the second. Judged
+    from its tail by the second, its verdict (the same verdict id) would replace the whole
+    trace's."""
+    _, server = fake_judge
+    topics = Topics.fresh("replay-spans-from")
+    await create_topics(kafka, topics, partitions=1)
+    base = (int(time.time() * 1000) - HOUR_MS) // 1000 * 1000
+    straddling = rag("Who wrote Dune?")
+    await produce(kafka, topics.traces, [
+        (straddling.key, otlp_proto(straddling.spans[:3]), base),  # DB, DB, retriever
+        (straddling.key, otlp_proto(straddling.spans[3:]), base + 2_000),  # LLM, chain, root
+    ])
+    env = worker_env(topics.env(kafka), server.url, TRACES_FORMAT="otlp_proto",
+                     TRACE_QUIET_SECONDS="10", TRACE_MAX_WAIT_SECONDS="60")
+
+    later = tmp_path / "later.json"
+    assert await replay(env, monkeypatch, "--from", iso(base + 1_000), "--to", iso(base + 3_000),
+                        "--summary-json", str(later)) == 0
+    summary = read_summary(later)
+    assert {k: summary[k] for k in ("records", "traces", "spans", "dead_lettered")} == {
+        "records": 1, "traces": 0, "spans": {"kept": 0, "dropped": 0, "late": 0},
+        "dead_lettered": 0}, "the lead-in's record is read, not the window's"
+    assert await read_all(kafka, topics.verdicts, settle_s=1.0, timeout_s=3) == []
+
+    assert await replay(env, monkeypatch, "--from", iso(base - 1_000), "--to", iso(base + 1_000),
+                        "--summary-json", str(tmp_path / "earlier.json")) == 0
+    verdicts = verdicts_by_trace(await read_all(kafka, topics.verdicts, at_least=1,
+                                                settle_s=1.0))
+    assert [v["assembly"]["spans"] for v in verdicts[straddling.trace_id]] == [3]
+
+
+async def test_past_max_open_traces_the_dry_run_counts_what_the_replay_judges(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Traces 10 ms apart, each in two records 5 s apart: in the log's time some 500 are open
+    at once, far past ``MAX_OPEN_TRACES``, so the replay closes the next due early. The dry
+    run closes the same ones (the same pipeline), however the two happened to fetch."""
+    _, server = fake_judge
+    topics = Topics.fresh("replay-spans-limit")
+    await create_topics(kafka, topics, partitions=1)
+    base = (int(time.time() * 1000) - HOUR_MS) // 1000 * 1000
+    records = []
+    for n in range(60):
+        trace = rag(f"Q{n}?")
+        records += [(trace.key, otlp_proto(trace.spans[:3]), base + 10 * n),
+                    (trace.key, otlp_proto(trace.spans[3:]), base + 10 * n + 5_000)]
+    await produce(kafka, topics.traces, sorted(records, key=lambda r: r[2] or 0))
+    env = worker_env(topics.env(kafka), server.url, TRACES_FORMAT="otlp_proto",
+                     TRACE_QUIET_SECONDS="10", TRACE_MAX_WAIT_SECONDS="60", MAX_OPEN_TRACES="10")
+    window = ("--from", iso(base), "--to", iso(base + 20_000))
+
+    dry_path, replay_path = tmp_path / "dry.json", tmp_path / "replay.json"
+    assert await replay(env, monkeypatch, *window, "--dry-run", "--summary-json",
+                        str(dry_path)) == 0
+    assert await replay(env, monkeypatch, *window, "--summary-json", str(replay_path)) == 0
+    dry, judged = read_summary(dry_path), read_summary(replay_path)
+
+    same = ("records", "skipped", "dead_lettered", "traces", "no_candidate", "closed_by",
+            "closed_early", "open_at_end", "spans")
+    assert {k: dry[k] for k in same} == {k: judged[k] for k in same}
+    assert dry["closed_early"] > 0
+    assert dry["would_judge"] == judged["pass"] + judged["fail"] + judged["error"]
+
+
+async def test_a_trace_still_being_written_when_the_replay_starts_is_left_to_the_live_worker(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Without ``--to``, the window ends at the topic's end: a trace whose root has not come
+    and whose max wait has not passed is in flight. Judged from its spans so far, its verdict
+    would carry the id the live worker gives the whole trace."""
+    judge, server = fake_judge
+    topics = Topics.fresh("replay-spans-tail")
+    await create_topics(kafka, topics, partitions=1)
+    writing = rag("Who wrote Dune?")
+    await produce(kafka, topics.traces, [(writing.key, otlp_proto(writing.spans[:4]), None)])
+    env = worker_env(topics.env(kafka), server.url, TRACES_FORMAT="otlp_proto",
+                     TRACE_QUIET_SECONDS="10", TRACE_MAX_WAIT_SECONDS="120")
+    summary_path = tmp_path / "summary.json"
+
+    assert await replay(env, monkeypatch, "--from", iso(time.time() * 1000 - 60_000),
+                        "--summary-json", str(summary_path)) == 0
+    summary = read_summary(summary_path)
+    assert {k: summary[k] for k in ("complete", "records", "traces", "open_at_end")} == {
+        "complete": True, "records": 1, "traces": 0, "open_at_end": 1}
+    assert judge.count() == 0
+    assert await read_all(kafka, topics.verdicts, settle_s=1.0, timeout_s=3) == []
 
 
 async def test_a_sigterm_mid_replay_exits_130_with_an_incomplete_summary(
@@ -253,7 +346,8 @@ async def test_a_sigterm_mid_replay_exits_130_with_an_incomplete_summary(
     topics = Topics.fresh("replay-spans-stop")
     await create_topics(kafka, topics, partitions=PARTITIONS)
     hung, whole = answered("Frank Herbert. [[hang]]"), rag("Who wrote Dune?")
-    await produce(kafka, topics.traces, [(t.key, otlp_proto(t.spans), None)
+    written_ms = int(time.time() * 1000) - HOUR_MS // 2  # long quiet when the replay starts
+    await produce(kafka, topics.traces, [(t.key, otlp_proto(t.spans), written_ms)
                                          for t in (hung, whole)])
     committed_before = await group_offsets(kafka, topics.group, topics.traces)
     env = {**os.environ, **worker_env(topics.env(kafka), server.url,

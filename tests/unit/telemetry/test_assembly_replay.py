@@ -1,6 +1,7 @@
-"""Trace assembly as a replay drives it: no trace opens from the window's stop on, time that
-jumps (the log's) labels a trace by the time it reached first, and a stalled replay closes
-traces early without moving its time."""
+"""Trace assembly as a replay drives it: no trace opens from the window's stop on, nor one
+begun in the lead-in before its start; time that jumps (the log's) labels a trace by the time
+it reached first; a stalled replay closes traces early without moving its time; at the log's
+end the traces still open are left unjudged."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits, TraceAss
 from tests.unit.telemetry.assembly_builder import genai, one, record, tid
 
 LIMITS = AssemblyLimits(quiet_s=10.0, max_wait_s=120.0, max_open_traces=100)
-STOP = 5  # the first offset past the window
+START, STOP = 2, 5  # the window's first offset, and the first past it
 
 
 def replaying() -> TraceAssembly:
     return TraceAssembly(LIMITS, opens_before=STOP)
+
+
+def with_lead_in() -> TraceAssembly:
+    """A replay reading from offset 0: records 0 and 1 are its lead-in."""
+    return TraceAssembly(LIMITS, opens_before=STOP, opens_from=START)
 
 
 def test_a_trace_opened_in_the_window_takes_its_spans_from_past_the_stop() -> None:
@@ -58,6 +64,46 @@ def test_a_record_past_the_stop_feeding_an_open_trace_is_held_with_it() -> None:
     trace = one(assembly.due(now=120.0))
     assert (trace.closed_by, len(trace.spans)) == ("max_wait", 2)
     assert assembly.finished(trace.trace_id) == [2, 7]
+
+
+def test_a_trace_begun_in_the_lead_in_is_never_opened_and_its_spans_are_not_the_windows(
+) -> None:
+    """Its verdict is the window's that holds its first GenAI span: judged from its tail
+    here, it would replace that verdict (the same verdict id) with a partial one."""
+    assembly = with_lead_in()
+    assert assembly.add(1, record(genai(0, 1), other={0: 2}), now=0.0) == [1]
+    assert assembly.counts == AssemblyCounts(), "the lead-in is not the window's"
+    # In the window: the trace's LLM span and root, and a trace of the window's own.
+    assert assembly.add(2, record(genai(0, 2), genai(1, 1), other={0: 1, 1: 1}, roots={0}),
+                        now=1.0) == []
+    assert assembly.open_count == 1
+    trace = one(assembly.due(now=1_000.0))
+    assert trace.trace_id == tid(1)
+    counts = assembly.counts
+    assert (counts.spans_kept, counts.spans_dropped, counts.late_spans) == (1, 1, 0)
+    assert assembly.finished(trace.trace_id) == [2]
+
+
+def test_a_root_seen_in_the_lead_in_lets_a_trace_of_the_window_close_by_quiet() -> None:
+    """Its GenAI spans come only in the window: the window's trace, root seen, as live."""
+    assembly = with_lead_in()
+    assert assembly.add(0, record(other={3: 1}, roots={3}), now=0.0) == [0]
+    assembly.add(2, record(genai(3, 1)), now=1.0)
+    trace = one(assembly.due(now=11.0))
+    assert (trace.trace_id, trace.root_seen, trace.closed_by) == (tid(3), True, "quiet")
+
+
+def test_leave_open_forgets_the_open_traces_unjudged_and_their_records_are_done() -> None:
+    assembly = replaying()
+    assembly.add(0, record(genai(0, 1)), now=0.0)
+    assembly.add(1, record(genai(1, 1), roots={1}), now=1.0)
+    assembly.add(2, record(genai(0, 2)), now=2.0)
+    closed = one(assembly.due(now=11.0))  # trace 1, quiet; trace 0 has no root yet
+    assert assembly.leave_open() == [2]
+    assert (assembly.open_count, assembly.held_bytes) == (0, 0)
+    assert assembly.counts.open_at_end == 1
+    assert assembly.finished(closed.trace_id) == [0, 1], "0 waited on trace 0's range"
+    assert assembly.due(now=1_000.0) == []
 
 
 @pytest.mark.parametrize(
