@@ -348,7 +348,7 @@ class TraceAssembly:
         else:
             counts.closed_max_wait += 1
         counts.spans_kept += len(kept)
-        counts.spans_dropped += kept.capped
+        counts.spans_dropped += kept.dropped  # over the bounds, or sent twice
         self.held_bytes -= kept.size
         return ClosedTrace(
             trace_id=trace_id,

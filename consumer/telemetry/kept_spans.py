@@ -7,6 +7,9 @@ spans and the latest ones, dropping from the middle: the retrievers and the firs
 early, the final answer and the root's output come last (a span is exported when it ends, and
 the outermost ends last), and both ends are what the mapping reads.
 
+A span sent twice (an exporter retrying a batch the broker had taken) is kept once: a
+second copy of a retrieved document or an answer would change what the judge reads.
+
 Sizes are estimates (characters of keys and text values, 8 per number), cheap enough for
 the few spans kept; the decoder has already cut each value (``otlp_values.py``).
 """
@@ -25,8 +28,8 @@ NUMBER_BYTES = 8
 class KeptSpans:
     """The first spans (up to half the bounds) and the latest (the other half)."""
 
-    __slots__ = ("_head", "_head_bytes", "_max_bytes", "_max_spans", "_tail", "_tail_bytes",
-                 "capped")
+    __slots__ = ("_head", "_head_bytes", "_ids", "_max_bytes", "_max_spans", "_tail",
+                 "_tail_bytes", "capped", "duplicates")
 
     def __init__(self, max_spans: int, max_bytes: int) -> None:
         self._max_spans = (max_spans - max_spans // 2, max_spans // 2)  # (head, tail)
@@ -35,7 +38,14 @@ class KeptSpans:
         self._head_bytes = 0
         self._tail: deque[tuple[Span, int]] = deque()
         self._tail_bytes = 0
+        self._ids: set[str] = set()  # of the spans held
         self.capped = 0  # spans not kept, or let go for later ones
+        self.duplicates = 0  # spans sent again, ignored
+
+    @property
+    def dropped(self) -> int:
+        """Spans not kept, for whatever reason."""
+        return self.capped + self.duplicates
 
     @property
     def size(self) -> int:
@@ -52,11 +62,15 @@ class KeptSpans:
     def add(self, span: Span) -> int:
         """Keep ``span`` if the bounds allow (letting older latest ones go); return the change
         in bytes held, which may be negative."""
+        if span.span_id in self._ids:
+            self.duplicates += 1
+            return 0
         size = span_bytes(span)
         max_spans, max_bytes = self._max_spans, self._max_bytes
         if len(self._head) < max_spans[0] and self._head_bytes + size <= max_bytes[0]:
             self._head.append(span)
             self._head_bytes += size
+            self._ids.add(span.span_id)
             return size
         if size > max_bytes[1] or max_spans[1] == 0:  # alone over the bound: never kept
             self.capped += 1
@@ -64,9 +78,11 @@ class KeptSpans:
         before = self._tail_bytes
         self._tail.append((span, size))
         self._tail_bytes += size
+        self._ids.add(span.span_id)
         while len(self._tail) > max_spans[1] or self._tail_bytes > max_bytes[1]:
-            _, gone = self._tail.popleft()
-            self._tail_bytes -= gone
+            gone, gone_size = self._tail.popleft()
+            self._tail_bytes -= gone_size
+            self._ids.discard(gone.span_id)
             self.capped += 1
         return self._tail_bytes - before
 

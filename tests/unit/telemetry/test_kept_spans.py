@@ -78,3 +78,22 @@ def test_held_bytes_fill_the_assembly_and_closing_frees_them() -> None:
     assert assembly.full  # 3 x 400 bytes over 1,000, though 3 traces are far from 100
     assembly.due(now=1_000.0)
     assert (assembly.held_bytes, assembly.full) == (0, False)
+
+
+def test_a_span_sent_twice_is_kept_once_and_counted_dropped() -> None:
+    # An exporter that retries a batch the broker had taken sends its spans again.
+    assembly = TraceAssembly(AssemblyLimits())
+    batch = record(genai(0, 1), genai(0, 2), genai(0, 3))
+    assembly.add(0, batch, now=0.0)
+    assembly.add(1, batch, now=1.0)
+    [trace] = assembly.due(now=1_000.0)
+    assert [span.span_id for span in trace.spans] == [sid(1), sid(2), sid(3)]
+    assert (trace.capped, assembly.counts.spans_kept, assembly.counts.spans_dropped) == (0, 3, 3)
+
+
+def test_a_span_let_go_from_the_latest_may_come_back() -> None:
+    kept = KeptSpans(max_spans=2, max_bytes=10**9)  # one first, one latest
+    for n in (0, 1, 2, 1):
+        kept.add(genai(0, n))
+    assert [int(span.span_id, 16) for span in kept.spans()] == [0, 1]
+    assert (kept.capped, kept.duplicates) == (2, 0)
