@@ -7,10 +7,10 @@ Only what the judging needs refuses a trace: ``trace_id``, ``output``, ``input``
 of ``1e30``, past the floats that hold an integer exactly) is dropped, with a debug log line
 ``trace_field_dropped`` naming it, and the trace is judged.
 
-The tools the rules read refuse a trace like the judged fields (``tools_available`` not a list
-of names, a tool call without a name), except ``agent``: a name outside the contract that
-producers may already send as something else (an agent's name), so a value that is not a
-boolean is dropped like a carried field, and the trace is judged as before.
+The tools the rules read (``tools_available``, ``tool_calls``, ``agent``) are carried fields
+too, for now: producers sent fields of those names in shapes of their own (an Assistants tool
+without a name, a LangChain action, a comma list) before the contract named them, and their
+traces were judged; one without a reading is dropped and the trace judged as before.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ from schemas.trace import TraceEvent
 
 MAX_DECODE_REASON_CHARS = 300
 _SURROGATE = re.compile("[\\ud800-\\udfff]")
-# Fields carried along, not read to judge: one without a reading is dropped, not refused.
-_CARRIED = frozenset({"project_id", "timestamp", "metadata", "schema_version", "agent"})
+# Fields carried along, not read to judge: one without a reading is dropped, not refused. The
+# tool fields too, until a rule reads them: producers sent fields of those names in shapes of
+# their own before the contract named them, and their traces were judged.
+_CARRIED = frozenset({"project_id", "timestamp", "metadata", "schema_version", "agent",
+                      "tools_available", "tool_calls"})
 _CARRIED_BY_DOCUMENTS = frozenset({"id", "metadata"})
 
 log = structlog.get_logger(__name__)

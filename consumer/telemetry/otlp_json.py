@@ -61,8 +61,11 @@ INVALID_IDS = "a span without a valid trace id and span id"
 
 # Field names and positions in protobuf's ParseError text; the failure's kind by a fixed
 # phrase of it. Nothing else of the text is kept (it may quote the value).
-_FAILED_FIELD = re.compile(r"Failed to parse (\w+) field")
-_AT_FIELD = re.compile(r" at ([A-Za-z_][\w.\[\]]*)")
+_FAILED_FIELD = re.compile(r"Failed to parse (\w+) field: ")
+_AT_FIELD = re.compile(
+    r" at ((?:Span|Resource|ResourceSpans|ScopeSpans|InstrumentationScope|KeyValue|AnyValue)"
+    r"(?:\.\w+|\[\d+\])*)\.*$"
+)
 _FAILURE_KINDS = (
     ("surrogate", "lone surrogate"),
     ("int()", "not an integer"),
@@ -71,6 +74,7 @@ _FAILURE_KINDS = (
     ("true or false", "not a boolean"),
     ("repeated field", "not a list"),
 )
+
 
 @dataclass(slots=True)
 class Skipped:
@@ -221,9 +225,20 @@ def _one_line(error: BaseException) -> str:
 def _bad_field(error: BaseException) -> str:
     """Which field failed to parse and how, never its value: protobuf's message may quote the
     value (``invalid literal for int(): 'sk-...'``), and span attributes may hold secrets or
-    personal data that must not reach a log line."""
+    personal data that must not reach a log line. Only the two parts protobuf writes around
+    the value are read: the chain of field names it starts with, and the position it may end
+    with (`` at Span.attributes[0].value.intValue.``); the value, between them, may contain
+    anything, " at " included."""
     text = str(error)
-    located = _AT_FIELD.search(text)  # "... at Span.attributes[0].value.boolValue."
-    path = located.group(1).rstrip(".") if located else ".".join(_FAILED_FIELD.findall(text))
+    located = _AT_FIELD.search(text)
+    path = located.group(1) if located else ".".join(_leading_fields(text))
     kind = next((name for marker, name in _FAILURE_KINDS if marker in text), "bad value")
     return f"{kind} in {path}" if path else kind
+
+
+def _leading_fields(text: str) -> list[str]:
+    fields = []
+    while (found := _FAILED_FIELD.match(text)) is not None:
+        fields.append(found.group(1))
+        text = text[found.end():]
+    return fields

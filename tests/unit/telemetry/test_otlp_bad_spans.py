@@ -228,8 +228,12 @@ SECRET = "sk-live-SUPERSECRET-123"
         set_attribute({"intValue": SECRET}),
         set_field("startTimeUnixNano", SECRET),
         set_attribute({"arrayValue": {"values": {"card": SECRET}}}),
+        set_attribute({"intValue": f"call me at {SECRET}"}),  # " at " is also protobuf's
+        set_attribute({"doubleValue": f"reach me at {SECRET}"}),
+        set_field("startTimeUnixNano", f"x at Span.{SECRET.replace('-', '_')}"),
     ],
-    ids=["int-attribute", "time-field", "array-values"],
+    ids=["int-attribute", "time-field", "array-values", "value-with-at", "double-with-at",
+         "value-like-a-path"],
 )
 def test_an_unreadable_value_is_never_quoted_in_the_reason(
     change: Callable[[dict[str, Any]], None]
