@@ -78,6 +78,7 @@ class ClosedTrace:
     span_count: int  # its spans the records carried since it opened: kept, capped, non-GenAI
     capped: int  # GenAI spans not kept: over the trace's bounds (``kept_spans.py``)
     first_offset: int  # the record of its first kept span: the verdict's ``source``
+    let_go: frozenset[str] = frozenset()  # ids of the GenAI spans not kept (so far as known)
 
 
 @dataclass(slots=True)
@@ -357,5 +358,6 @@ class TraceAssembly:
             closed_by=closed_by,
             span_count=trace.span_count,
             capped=kept.capped,
+            let_go=frozenset(kept.let_go),
             first_offset=trace.offsets[0],
         )

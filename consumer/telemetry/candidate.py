@@ -30,7 +30,7 @@ class Candidate:
 
 def candidate(closed: ClosedTrace) -> Candidate | NoVerdict:
     """Map the closed trace's spans; the trace to judge, or why there is none."""
-    mapped = map_trace(closed.spans)
+    mapped = map_trace(closed.spans, let_go=closed.let_go)
     if mapped is None:
         return "no_candidate"
     if not mapped.has_answer:

@@ -15,7 +15,7 @@ single span speaks for the trace, and the LLM calls decide.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from openinference.semconv.resource import ResourceAttributes
 from openinference.semconv.trace import (
@@ -59,15 +59,17 @@ def is_llm_span(span: Span) -> bool:
     return bool(genai.output_messages(span) or genai.input_messages(span))
 
 
-def map_trace(spans: Sequence[Span]) -> MappedTrace | None:
+def map_trace(spans: Sequence[Span], let_go: Collection[str] = ()) -> MappedTrace | None:
     """The trace read for judging, or None when it is no candidate (no LLM call, and not an
-    answer with retrieved documents: indexing work, or no GenAI span at all)."""
+    answer with retrieved documents: indexing work, or no GenAI span at all). ``let_go``: ids
+    of GenAI spans of the trace that assembly did not keep (over its bounds); their children
+    are not the trace's outermost spans."""
     if not spans:
         return None
     ordered = sorted(spans, key=lambda s: (s.start_unix_nano, s.end_unix_nano, s.span_id))
     by_end = sorted(spans, key=lambda s: (s.end_unix_nano, s.start_unix_nano, s.span_id))
     llm_calls = [span for span in ordered if is_llm_span(span)]
-    outermost = _outermost(ordered)
+    outermost = _outermost(ordered, let_go)
     answer, answer_span = _answer(by_end, outermost, llm_calls)
     documents = _documents(ordered, by_end)
     if not llm_calls and not (answer and documents):
@@ -95,9 +97,10 @@ def map_trace(spans: Sequence[Span]) -> MappedTrace | None:
     )
 
 
-def _outermost(ordered: Sequence[Span]) -> Span | None:
+def _outermost(ordered: Sequence[Span], let_go: Collection[str]) -> Span | None:
     ids = {span.span_id for span in ordered}
-    tops = [span for span in ordered if span.parent_span_id not in ids]
+    tops = [span for span in ordered
+            if span.parent_span_id not in ids and span.parent_span_id not in let_go]
     return tops[0] if len(tops) == 1 else None
 
 

@@ -1,35 +1,46 @@
-"""One open trace's GenAI spans, held within bounds on their count and size (pure).
+"""One open trace's GenAI spans, held within bounds on their count and memory (pure).
 
 A trace can carry far more than a judge needs (an agent looping for hours, a retriever
 returning megabytes), and assembly holds thousands of traces at once, so each keeps at most
-``max_spans`` spans and about ``max_bytes`` of attribute text. Over a bound it keeps the first
-spans and the latest ones, dropping from the middle: the retrievers and the first call come
-early, the final answer and the root's output come last (a span is exported when it ends, and
-the outermost ends last), and both ends are what the mapping reads.
+``max_spans`` spans and about ``max_bytes`` of memory. Over a bound it keeps the first spans
+and the latest ones, dropping from the middle: the retrievers and the first call come early,
+the final answer and the root's output come last (a span is exported when it ends, and the
+outermost ends last), and both ends are what the mapping reads. The ids of the spans let go
+are remembered (up to ``MAX_LET_GO_IDS``), so that their children are not taken for the
+trace's outermost spans. A span alone larger than its half of ``max_bytes`` has its largest
+text values cut to fit rather than being lost (the judge cuts the context anyway).
 
 A span sent twice (an exporter retrying a batch the broker had taken) is kept once: a
 second copy of a retrieved document or an answer would change what the judge reads.
 
-Sizes are estimates (characters of keys and text values, 8 per number), cheap enough for
-the few spans kept; the decoder has already cut each value (``otlp_values.py``).
+Sizes are estimates of the Python objects held (``sys.getsizeof`` of each text, plus a dict
+entry's cost), cheap enough for the few spans kept; the decoder has already cut each value
+(``otlp_values.py``).
 """
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from consumer.telemetry.spans import Span
 
-NUMBER_BYTES = 8
+NUMBER_BYTES = 32  # an int or float object
+ENTRY_BYTES = 40  # a dict entry beyond its key and value objects
+SPAN_BYTES = 400  # the span object, its attribute dict and ids
+MAX_LET_GO_IDS = 10_000
+MIN_CUT_CHARS = 1_000  # a value is never cut shorter than this
+CUT_MARK = "..."  # ASCII: "…" would store a Latin-1 text at twice its width
 
 
 class KeptSpans:
     """The first spans (up to half the bounds) and the latest (the other half)."""
 
     __slots__ = ("_head", "_head_bytes", "_ids", "_max_bytes", "_max_spans", "_tail",
-                 "_tail_bytes", "capped", "duplicates")
+                 "_tail_bytes", "capped", "duplicates", "let_go")
 
     def __init__(self, max_spans: int, max_bytes: int) -> None:
         self._max_spans = (max_spans - max_spans // 2, max_spans // 2)  # (head, tail)
@@ -39,6 +50,7 @@ class KeptSpans:
         self._tail: deque[tuple[Span, int]] = deque()
         self._tail_bytes = 0
         self._ids: set[str] = set()  # of the spans held
+        self.let_go: set[str] = set()  # ids of spans not kept, or let go for later ones
         self.capped = 0  # spans not kept, or let go for later ones
         self.duplicates = 0  # spans sent again, ignored
 
@@ -65,15 +77,17 @@ class KeptSpans:
         if span.span_id in self._ids:
             self.duplicates += 1
             return 0
-        size = span_bytes(span)
         max_spans, max_bytes = self._max_spans, self._max_bytes
+        # A span alone takes at most a quarter of the bound: the first and the latest halves
+        # each keep two such spans at least (a retriever and the call that read its documents).
+        span, size = fitted(span, max_bytes[1] // 2)
         if len(self._head) < max_spans[0] and self._head_bytes + size <= max_bytes[0]:
             self._head.append(span)
             self._head_bytes += size
             self._ids.add(span.span_id)
             return size
-        if size > max_bytes[1] or max_spans[1] == 0:  # alone over the bound: never kept
-            self.capped += 1
+        if size > max_bytes[1] or max_spans[1] == 0:  # cut as far as it goes, still too big
+            self._let_go(span)
             return 0
         before = self._tail_bytes
         self._tail.append((span, size))
@@ -83,27 +97,58 @@ class KeptSpans:
             gone, gone_size = self._tail.popleft()
             self._tail_bytes -= gone_size
             self._ids.discard(gone.span_id)
-            self.capped += 1
+            self._let_go(gone)
         return self._tail_bytes - before
+
+    def _let_go(self, span: Span) -> None:
+        self.capped += 1
+        if len(self.let_go) < MAX_LET_GO_IDS:
+            self.let_go.add(span.span_id)
+
+
+def fitted(span: Span, limit: int) -> tuple[Span, int]:
+    """The span and its size, its largest text attributes cut (never below
+    ``MIN_CUT_CHARS``) when it is over ``limit``."""
+    size = span_bytes(span)
+    if size <= limit:
+        return span, size
+    attributes = dict(span.attributes)
+    longest = sorted((key for key, value in attributes.items() if isinstance(value, str)
+                      and len(value) > MIN_CUT_CHARS), key=lambda k: -len(attributes[k]))
+    for key in longest:
+        value: str = attributes[key]
+        excess_chars = (size - limit) // max(1, _char_width(value)) + 1 + len(CUT_MARK)
+        keep = max(MIN_CUT_CHARS, len(value) - excess_chars)
+        attributes[key] = value[:keep] + CUT_MARK
+        size += sys.getsizeof(attributes[key]) - sys.getsizeof(value)
+        if size <= limit:
+            break
+    return replace(span, attributes=attributes), size
 
 
 def span_bytes(span: Span) -> int:
-    """An estimate of what a span holds: its name, attributes and events."""
-    total = len(span.name) + _mapping_bytes(span.attributes)
+    """An estimate of the memory a span holds: its name, attributes and events."""
+    total = SPAN_BYTES + sys.getsizeof(span.name) + _mapping_bytes(span.attributes)
     for event in span.events:
-        total += len(event.name) + _mapping_bytes(event.attributes)
+        total += sys.getsizeof(event.name) + _mapping_bytes(event.attributes)
     return total
 
 
 def _mapping_bytes(attributes: Mapping[str, Any]) -> int:
-    return sum(len(key) + _value_bytes(value) for key, value in attributes.items())
+    return sum(ENTRY_BYTES + sys.getsizeof(key) + _value_bytes(value)
+               for key, value in attributes.items())
 
 
 def _value_bytes(value: Any) -> int:
     if isinstance(value, str | bytes):
-        return len(value)
+        return sys.getsizeof(value)
     if isinstance(value, tuple | list):
-        return sum(_value_bytes(item) for item in value)
+        return sys.getsizeof(value) + sum(_value_bytes(item) for item in value)
     if isinstance(value, Mapping):
-        return _mapping_bytes(value)
+        return sys.getsizeof(value) + _mapping_bytes(value)
     return NUMBER_BYTES
+
+
+def _char_width(text: str) -> int:
+    """Bytes per character of a str as CPython stores it (1, 2 or 4)."""
+    return max(1, (sys.getsizeof(text) - sys.getsizeof("")) // max(1, len(text)))

@@ -56,7 +56,7 @@ async def test_a_rag_trace_over_two_records_gets_one_verdict_from_its_first_reco
 async def test_a_trace_whose_mapping_fails_gets_an_error_verdict_before_its_offsets_commit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken(spans: object) -> None:
+    def broken(spans: object, let_go: object = ()) -> None:
         raise RecursionError("maximum recursion depth exceeded\nwhile decoding JSON")
 
     monkeypatch.setattr(candidate, "map_trace", broken)

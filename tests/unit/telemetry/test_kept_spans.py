@@ -12,12 +12,12 @@ from tests.unit.telemetry.span_builder import KIND, LLM, messages, sid
 OUT = "llm.output_messages"
 
 
-def _sized(n: int, size: int) -> Span:
-    return Span(tid(0), f"{n:016x}", "00000000000000ff", "", n, n + 1, {"k": "x" * (size - 1)})
+def _sized(n: int, chars: int, char: str = "x") -> Span:
+    return Span(tid(0), f"{n:016x}", "00000000000000ff", "", n, n + 1, {"k": char * chars})
 
 
 def test_within_the_bounds_every_span_is_kept_in_arrival_order() -> None:
-    kept = KeptSpans(max_spans=4, max_bytes=1_000)
+    kept = KeptSpans(max_spans=4, max_bytes=10**6)
     spans = [genai(0, n) for n in range(4)]
     for span in spans:
         kept.add(span)
@@ -30,28 +30,46 @@ def test_over_the_count_the_first_half_and_the_latest_half_stay() -> None:
         kept.add(genai(0, n))
     assert [int(span.span_id, 16) for span in kept.spans()] == [0, 1, 8, 9]
     assert (len(kept), kept.capped) == (4, 6)
+    assert kept.let_go == {f"{n:016x}" for n in range(2, 8)}
 
 
 def test_over_the_bytes_the_latest_replace_older_ones_and_the_size_follows() -> None:
-    kept = KeptSpans(max_spans=100, max_bytes=400)  # 200 for the first, 200 for the latest
-    changes = [kept.add(_sized(n, 100)) for n in range(6)]
+    unit = span_bytes(_sized(0, 5_000))
+    kept = KeptSpans(max_spans=100, max_bytes=4 * unit)  # two for the first, two the latest
+    changes = [kept.add(_sized(n, 5_000)) for n in range(6)]
     assert [int(span.span_id, 16) for span in kept.spans()] == [0, 1, 4, 5]
-    assert kept.size == sum(changes) == 400
+    assert kept.size == sum(changes) == 4 * unit
     assert kept.capped == 2
 
 
-def test_a_span_alone_over_the_bound_is_never_kept() -> None:
-    kept = KeptSpans(max_spans=10, max_bytes=400)
-    kept.add(_sized(0, 150))
-    assert kept.add(_sized(1, 201)) == 0  # too big for the first half's room, and the latest's
-    assert (len(kept), kept.capped, kept.size) == (1, 1, 150)
+def test_a_big_document_is_cut_to_fit_not_lost() -> None:
+    kept = KeptSpans(max_spans=10, max_bytes=400_000)  # a span alone: at most 100,000
+    for char in ("x", "沙"):  # Latin-1 text takes a byte a character, this one two
+        span = _sized(1 if char == "x" else 2, 300_000, char)
+        kept.add(span)
+        [held] = [s for s in kept.spans() if s.span_id == span.span_id]
+        text = held.attributes["k"]
+        assert text.startswith(char * 1_000)
+        assert text.endswith("...")
+        assert span_bytes(held) <= 100_000 < span_bytes(span)
+    assert (len(kept), kept.capped) == (2, 0)
 
 
-def test_the_size_counts_names_keys_text_nested_values_and_events() -> None:
-    span = Span(tid(0), sid(1), None, "chat", 0, 1,
-                {"ab": "xyz", "n": 7, "list": ("a", "bc"), "map": {"k": "v"}},
-                (SpanEvent("ev", 0, {"q": "rs"}),))
-    assert span_bytes(span) == 4 + (2 + 3) + (1 + 8) + (4 + 3) + (3 + 1 + 1) + 2 + (1 + 2)
+def test_a_span_that_cannot_be_cut_to_fit_is_let_go() -> None:
+    many_small = Span(tid(0), sid(1), "00000000000000ff", "", 0, 1,
+                      {f"attribute.{n}": "short text" for n in range(2_000)})
+    kept = KeptSpans(max_spans=10, max_bytes=400_000)
+    assert kept.add(many_small) == 0
+    assert (len(kept), kept.capped, kept.size, kept.let_go) == (0, 1, 0, {sid(1)})
+
+
+def test_the_size_follows_the_memory_text_takes() -> None:
+    latin, wide = span_bytes(_sized(0, 10_000)), span_bytes(_sized(0, 10_000, "沙"))
+    assert 10_000 <= latin - span_bytes(_sized(0, 0)) < 10_100
+    assert 20_000 <= wide - span_bytes(_sized(0, 0)) < 20_200  # two bytes a character
+    with_event = Span(tid(0), sid(1), None, "chat", 0, 1, {"k": ""},
+                      (SpanEvent("gen_ai.choice", 0, {"content": "y" * 5_000}),))
+    assert span_bytes(with_event) - span_bytes(_sized(0, 0)) >= 5_000
 
 
 def test_a_long_agent_trace_keeps_its_final_answer() -> None:
@@ -97,3 +115,17 @@ def test_a_span_let_go_from_the_latest_may_come_back() -> None:
         kept.add(genai(0, n))
     assert [int(span.span_id, 16) for span in kept.spans()] == [0, 1]
     assert (kept.capped, kept.duplicates) == (2, 0)
+
+
+def test_children_of_spans_let_go_are_not_taken_for_the_outermost() -> None:
+    # A long agent capped in its middle: the last step's LLM call lost its parent chain.
+    agent = Span(tid(0), sid(1), "00000000000000ff", "agent", 0, 100,
+                 {KIND: "AGENT", "output.value": "Frank Herbert wrote Dune."})
+    orphan = Span(tid(0), sid(3), sid(2), "chat", 90, 95,
+                  {KIND: LLM, **messages(OUT, ("assistant", "thinking step 599"))})
+    confused = map_trace([orphan, agent])
+    assert confused is not None
+    assert confused.answer == "thinking step 599"  # two tops: no outermost span
+    mapped = map_trace([orphan, agent], let_go={sid(2)})
+    assert mapped is not None
+    assert (mapped.answer, mapped.answer_span_id) == ("Frank Herbert wrote Dune.", sid(1))
