@@ -21,31 +21,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from statistics import median
-from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from benchmarks.procs import cpu_ms_per_item
 from benchmarks.span_records import dense_records, records
 from consumer.telemetry.conventions import map_trace
 from consumer.telemetry.otlp import read_otlp
 from consumer.telemetry.spans import Span
 
 Figures = dict[str, dict[str, float]]
-
-
-def cpu_ms_per_item(work: Callable[[Any], object], items: Sequence[Any], passes: int) -> float:
-    """Median over ``passes`` of this process's CPU milliseconds per item of ``work``."""
-    costs = []
-    for _ in range(passes):
-        started = time.process_time()
-        for item in items:
-            work(item)
-        costs.append((time.process_time() - started) / len(items) * 1000)
-    return median(costs)
 
 
 def traces(values: Sequence[bytes]) -> list[tuple[Span, ...]]:

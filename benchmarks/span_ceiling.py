@@ -16,11 +16,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from statistics import median
-from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from benchmarks.procs import cpu_ms_per_item
 from benchmarks.systems import Bench, start_judge
 from consumer.evaluate import Evaluator
 from consumer.judge.client import build_judge
@@ -30,22 +29,11 @@ from consumer.telemetry.otlp import decode_otlp
 from consumer.telemetry.spans import Span
 
 
-def _cpu_per_item_ms(work: Any, items: Sequence[Any], passes: int) -> float:
-    """Median over ``passes`` of this process's CPU milliseconds per item of ``work``."""
-    costs = []
-    for _ in range(passes):
-        started = time.process_time()
-        for item in items:
-            work(item)
-        costs.append((time.process_time() - started) / len(items) * 1000)
-    return median(costs)
-
-
 def decode_cost(values: Sequence[bytes], passes: int = 3) -> dict[str, float]:
     """CPU ms per record: the protobuf parse alone, and all of ``decode_otlp``."""
     return {
-        "parse_ms": round(_cpu_per_item_ms(TracesData.FromString, values, passes), 4),
-        "decode_ms": round(_cpu_per_item_ms(lambda v: decode_otlp(v, "otlp_proto"), values,
+        "parse_ms": round(cpu_ms_per_item(TracesData.FromString, values, passes), 4),
+        "decode_ms": round(cpu_ms_per_item(lambda v: decode_otlp(v, "otlp_proto"), values,
                                             passes), 4),
     }
 
@@ -92,7 +80,7 @@ async def judge_path_cost(
     try:
         await run(concurrency * 2)  # connections opened, first calls settled
         cpu_s = await run(calls)
-        map_ms = _cpu_per_item_ms(map_trace, candidates, 3)
+        map_ms = cpu_ms_per_item(map_trace, candidates, 3)
     finally:
         await client.close()
         await judge.stop()
