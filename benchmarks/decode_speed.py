@@ -6,7 +6,7 @@ the dense one, a RAG request per record), each a median over ``--passes`` of thi
 CPU time:
 
 - ``parse_ms``: the protobuf parse alone (``TracesData.FromString``), per record;
-- ``decode_ms``: all of ``read_otlp`` (parse, keep test, kept spans built), per record;
+- ``decode_ms``: all of ``decode_otlp`` (parse, keep test, kept spans built), per record;
 - ``python_ms``: the difference, the Python work per record beyond the parse;
 - ``map_ms``: ``map_trace`` per trace the records hold (for the mixed cycle, the traces judged).
 
@@ -29,7 +29,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from benchmarks.procs import cpu_ms_per_item
 from benchmarks.span_records import dense_records, records
 from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.otlp import read_otlp
+from consumer.telemetry.otlp import decode_otlp
 from consumer.telemetry.spans import Span
 
 Figures = dict[str, dict[str, float]]
@@ -39,7 +39,7 @@ def traces(values: Sequence[bytes]) -> list[tuple[Span, ...]]:
     """The kept spans of ``values`` grouped by trace, those the mapping finds an answer in."""
     by_trace: dict[str, list[Span]] = {}
     for value in values:
-        for span in read_otlp(value, "otlp_proto").kept:
+        for span in decode_otlp(value, "otlp_proto").kept:
             by_trace.setdefault(span.trace_id, []).append(span)
     return [tuple(spans) for spans in by_trace.values() if map_trace(tuple(spans)) is not None]
 
@@ -47,7 +47,7 @@ def traces(values: Sequence[bytes]) -> list[tuple[Span, ...]]:
 def measure(values: Sequence[bytes], passes: int) -> dict[str, float]:
     """The figures of one set of records."""
     parse_ms = cpu_ms_per_item(TracesData.FromString, values, passes)
-    decode_ms = cpu_ms_per_item(lambda value: read_otlp(value, "otlp_proto"), values, passes)
+    decode_ms = cpu_ms_per_item(lambda value: decode_otlp(value, "otlp_proto"), values, passes)
     judged = traces(values)
     return {
         "parse_ms": round(parse_ms, 4),

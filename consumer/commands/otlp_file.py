@@ -3,7 +3,7 @@
 The input is one OTLP JSON document (pretty-printed is fine: an export saved by hand, what
 ``curl`` got back) or one ``TracesData`` / ``ExportTraceServiceRequest`` per line (what the
 collector's file exporter writes); the caller has cut it into numbered chunks. Each chunk is
-decoded as the worker decodes a record (``read_otlp``), its spans assembled into traces as one
+decoded as the worker decodes a record (``decode_otlp``), its spans assembled into traces as one
 partition's are (``TraceAssembly``, each line an offset), and each trace read for the judge as
 the worker reads it (``candidate``): the same spans kept, the same answer, context and verdict
 fields.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from consumer.errors import DecodeError
 from consumer.telemetry.assembly import AssemblyLimits, ClosedTrace, TraceAssembly
 from consumer.telemetry.candidate import Candidate, candidate
-from consumer.telemetry.otlp import read_otlp
+from consumer.telemetry.otlp import decode_otlp
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ def read_otlp_chunks(chunks: Iterable[tuple[int, str]]) -> OtlpFile:
     lines_read = 0
     for line, chunk in chunks:
         try:
-            decoded = read_otlp(chunk.encode("utf-8", "surrogatepass"), "otlp_json")
+            decoded = decode_otlp(chunk.encode("utf-8", "surrogatepass"), "otlp_json")
         except DecodeError as exc:
             found.problems.append(f"line {line}: {exc.reason}")
             continue

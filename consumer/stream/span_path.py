@@ -46,7 +46,7 @@ from consumer.stream.split_traces import SplitWatch
 from consumer.stream.trace_path import TracePath
 from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits, ClosedTrace, TraceAssembly
 from consumer.telemetry.clock import TraceClock, WallClock
-from consumer.telemetry.otlp import DecodedRecord, OtlpEncoding, read_otlp
+from consumer.telemetry.otlp import DecodedRecord, OtlpEncoding, decode_otlp
 
 log = structlog.get_logger(__name__)
 
@@ -182,7 +182,7 @@ class SpanPath:
             now = self._clock.arrival(tp, record.offset, record.timestamp)
             self._start_judging(tp, offsets, assembly, assembly.due(now))
             try:
-                decoded = read_otlp(record.value or b"", self._encoding)
+                decoded = decode_otlp(record.value or b"", self._encoding)
                 self._notice(tp, record, decoded)
                 fresh = self._not_open(assembly, decoded)
                 done = assembly.add(record.offset, decoded, now)

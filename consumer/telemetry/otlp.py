@@ -25,7 +25,6 @@ from itertools import repeat
 from types import MappingProxyType
 from typing import Literal
 
-import structlog
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
@@ -46,8 +45,6 @@ from consumer.telemetry.spans import Attributes, Span, SpanEvent
 
 OtlpEncoding = Literal["otlp_proto", "otlp_json"]
 
-log = structlog.get_logger(__name__)
-
 
 @dataclass(slots=True)
 class DecodedRecord:
@@ -63,15 +60,6 @@ class DecodedRecord:
 
 
 def decode_otlp(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
-    """``read_otlp``, with one warning for a record that had unreadable parts."""
-    record = read_otlp(value, encoding)
-    if record.problem is not None:
-        log.warning("otlp_spans_unreadable", encoding=encoding, spans=record.invalid,
-                    reason=record.problem)
-    return record
-
-
-def read_otlp(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
     """A record's value -> ``DecodedRecord``; ``DecodeError`` when it is no ``TracesData``."""
     data, skipped = _parse(value, encoding)
     if not data.resource_spans:

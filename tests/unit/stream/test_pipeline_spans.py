@@ -327,3 +327,21 @@ async def test_open_traces_of_a_revoked_partition_leave_the_gauge() -> None:
     harness.consumer.assigned = {P1}
     assert _metric("groundedness_open_traces") == 1  # another worker's to count now
     await harness.stop()
+
+
+async def test_a_record_with_an_unreadable_span_says_where_and_the_rest_is_judged() -> None:
+    spans = rag_spans("Who wrote Dune?")
+    question = b"Who wrote Dune?"
+    record = otlp_proto(spans).replace(question, question[:-2] + b"\xff?")  # bad UTF-8
+    harness = Harness()
+    harness.judge.open(ANSWER)
+    harness.consumer.feed(P0, record)
+    with capture_logs() as logs:
+        await harness.start()
+        await until(lambda: harness.committed() == 1)
+        await harness.stop()
+    [warning] = [entry for entry in logs if entry["event"] == "otlp_spans_unreadable"]
+    assert (warning["partition"], warning["offset"], warning["spans"]) == (0, 0, 1)
+    assert "UTF-8" in warning["reason"]
+    assert harness.sink.published == [hex_trace_id(spans)]  # judged without the bad span
+    assert harness.sink.dead == []
