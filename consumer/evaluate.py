@@ -16,10 +16,10 @@ from schemas.verdict import Source, VerdictEvent
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
-    """A verdict and the judge result it came from."""
+    """A verdict and the judge result it came from (None: a rule without a model)."""
 
     verdict: VerdictEvent
-    result: JudgeResult
+    result: JudgeResult | None
 
 
 class Evaluator:

@@ -7,13 +7,16 @@ naming the variable (``ConfigError``); secrets are ``SecretStr`` and never echoe
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from consumer.errors import ConfigError
 from consumer.judge.shape import minimum_request_tokens
+from consumer.rules.missing_citation import compile_citation_pattern
+from consumer.rules.registry import GROUNDEDNESS, parse_rules
 
 SCORE_REQUIRED = "Minimum acceptable score is required."
 SCORE_ABOVE_ONE = "Minimum acceptable score cannot exceed 1."
@@ -56,6 +59,10 @@ class Settings(BaseSettings):
     trace_max_wait_seconds: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     max_open_traces: int = Field(default=10_000, ge=1)
 
+    # Rules (DESIGN.md): which run on each trace, and what missing_citation takes for a citation.
+    rules: Annotated[tuple[str, ...], NoDecode] = (GROUNDEDNESS,)
+    citation_pattern: re.Pattern[str] | None = None
+
     health_port: int = Field(default=8080, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
@@ -88,6 +95,20 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_score_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _rule_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # a blank RULES is the default, as an unset one
+            return parse_rules(value) if value.strip() else (GROUNDEDNESS,)
+        return parse_rules(",".join(value)) if isinstance(value, list | tuple) else value
+
+    @field_validator("citation_pattern", mode="before")
+    @classmethod
+    def _citation_regex(cls, value: Any) -> Any:
+        if isinstance(value, str):  # blank: the default markers
+            return compile_citation_pattern(value) if value.strip() else None
+        return value
 
     @field_validator("min_acceptable_score")
     @classmethod
@@ -137,6 +158,12 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def judging(self) -> bool:
+        """True when ``groundedness`` is among the rules: the judge (its key, its threshold)
+        is needed."""
+        return GROUNDEDNESS in self.rules
+
+    @property
     def threshold(self) -> float:
         """The minimum acceptable score, known to be set once the settings validated."""
         assert self.min_acceptable_score is not None  # noqa: S101 - enforced by validator
@@ -160,13 +187,14 @@ class Settings(BaseSettings):
 def load_settings(*, require_threshold: bool = True, **overrides: Any) -> Settings:
     """Read and validate the environment, raising ConfigError with one clear line.
 
-    ``require_threshold=False`` is for commands that never judge (loading sample traces).
+    ``require_threshold=False`` is for commands that never judge (loading sample traces);
+    without ``groundedness`` in ``RULES`` nothing is judged either, and no threshold is needed.
     """
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from None
-    if require_threshold and settings.min_acceptable_score is None:
+    if require_threshold and settings.judging and settings.min_acceptable_score is None:
         raise ConfigError(SCORE_REQUIRED)
     return settings
 

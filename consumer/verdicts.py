@@ -1,5 +1,6 @@
 """(trace, judge result) -> ``VerdictEvent``, with a deterministic id: an answer becomes a
-pass or fail verdict, a trace's failure an ``error`` verdict.
+pass or fail verdict, a trace's failure an ``error`` verdict; (trace, a deterministic rule's
+finding) -> a pass or fail verdict with score 1 or 0 and no model (``checked``).
 
 What the judge wrote (its reason and claims, an error's message) can quote anything the
 endpoint saw, the request's credentials included: known secrets are redacted from it, as in
@@ -25,9 +26,17 @@ from consumer.judge.prompt import PROMPT_VERSION, normalise_score
 from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.redaction import redact
 from schemas.trace import TraceEvent
-from schemas.verdict import Assembly, Source, Truncation, VerdictError, VerdictEvent
+from schemas.verdict import (
+    RULE,
+    Assembly,
+    RuleName,
+    Source,
+    Truncation,
+    VerdictError,
+    VerdictEvent,
+)
 
-# A fixed namespace: the same trace under the same prompt version always maps to one id.
+# A fixed namespace: the same trace under the same rule and version always maps to one id.
 VERDICT_NAMESPACE = uuid.UUID("6f1c4c1e-8d1b-4b52-9a57-0c2a7e3f9b10")
 # Far above what MAX_ANSWER_TOKENS (400) lets a judge write; at six bytes of JSON per
 # character (the worst escape) the bounded texts stay under 330 kB.
@@ -40,9 +49,13 @@ MAX_ERROR_MESSAGE_CHARS = 1_000
 MAX_ORIGIN_ID_CHARS = 1_024
 
 
-def verdict_id(trace_id: str, prompt_version: str = PROMPT_VERSION) -> str:
-    """The verdict's id and Kafka key: a UUIDv5 of the rule, prompt version and trace id."""
-    return str(uuid.uuid5(VERDICT_NAMESPACE, f"groundedness\x1f{prompt_version}\x1f{trace_id}"))
+def verdict_id(trace_id: str, prompt_version: str = PROMPT_VERSION, rule: str = RULE) -> str:
+    """The verdict's id and Kafka key: a UUIDv5 of the rule, its version and the trace id.
+
+    Groundedness verdicts keep the ids they had before other rules existed (a verdict on a
+    compacted topic keeps its key); each rule's differ from every other's for one trace.
+    """
+    return str(uuid.uuid5(VERDICT_NAMESPACE, f"{rule}\x1f{prompt_version}\x1f{trace_id}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +76,14 @@ class TraceOrigin:
 class Context:
     """What every verdict of one evaluation shares."""
 
-    judge_model: str
-    threshold: float
+    judge_model: str | None  # None: a rule without a model
+    threshold: float | None
     truncation: Truncation
     source: Source | None
     secrets: tuple[str, ...] = ()  # known_secrets(...): redacted from what the judge wrote
     origin: TraceOrigin | None = None  # None for a trace_json event
+    rule: RuleName = RULE
+    prompt_version: str = PROMPT_VERSION  # the rule's name@version
 
 
 def origin_fields(origin: TraceOrigin | None, secrets: Sequence[str] = ()) -> dict[str, Any]:
@@ -101,10 +116,12 @@ def judged(trace: TraceEvent, answered: Answered, ctx: Context) -> VerdictEvent:
     """A pass or fail verdict: pass when the score is at or above the threshold."""
     answer = answered.answer
     score = normalise_score(answer.score)
+    assert ctx.threshold is not None  # noqa: S101 - a judged rule always has one
     return VerdictEvent(
-        verdict_id=verdict_id(trace.trace_id),
+        verdict_id=_id(trace, ctx),
         trace_id=trace.trace_id,
-        prompt_version=PROMPT_VERSION,
+        rule=ctx.rule,
+        prompt_version=ctx.prompt_version,
         judge_model=ctx.judge_model,
         verdict="pass" if score >= ctx.threshold else "fail",
         score=score,
@@ -126,9 +143,10 @@ def judged(trace: TraceEvent, answered: Answered, ctx: Context) -> VerdictEvent:
 def errored(trace: TraceEvent, failed: TraceFailed, ctx: Context) -> VerdictEvent:
     """An error verdict: the check could not decide; no score, never a pass."""
     return VerdictEvent(
-        verdict_id=verdict_id(trace.trace_id),
+        verdict_id=_id(trace, ctx),
         trace_id=trace.trace_id,
-        prompt_version=PROMPT_VERSION,
+        rule=ctx.rule,
+        prompt_version=ctx.prompt_version,
         judge_model=ctx.judge_model,
         verdict="error",
         score=None,
@@ -147,6 +165,38 @@ def errored(trace: TraceEvent, failed: TraceFailed, ctx: Context) -> VerdictEven
         source=ctx.source,
         **origin_fields(ctx.origin, ctx.secrets),
     )
+
+
+def checked(trace: TraceEvent, passed: bool, reason: str, ctx: Context) -> VerdictEvent:
+    """A deterministic rule's verdict: pass (score 1) or fail (score 0), and why; no model.
+
+    Its reason quotes the answer (a marker) and the application's tool names and errors, so
+    it is redacted and bounded as the judge's is.
+    """
+    return VerdictEvent(
+        verdict_id=_id(trace, ctx),
+        trace_id=trace.trace_id,
+        rule=ctx.rule,
+        prompt_version=ctx.prompt_version,
+        judge_model=None,
+        verdict="pass" if passed else "fail",
+        score=1.0 if passed else 0.0,
+        raw_score=None,
+        threshold=None,
+        reason=cut(redact(reason, ctx.secrets), MAX_VERDICT_REASON_CHARS),
+        unsupported_claims=[],
+        error=None,
+        truncation=ctx.truncation,
+        usage=None,
+        latency_ms=0,
+        evaluated_at=_now(),
+        source=ctx.source,
+        **origin_fields(ctx.origin, ctx.secrets),
+    )
+
+
+def _id(trace: TraceEvent, ctx: Context) -> str:
+    return verdict_id(trace.trace_id, ctx.prompt_version, ctx.rule)
 
 
 def cut(text: str, limit: int) -> str:

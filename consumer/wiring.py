@@ -1,5 +1,5 @@
-"""The one composition root: settings -> judge, evaluator, limits, pipeline config, Kafka
-clients and the verdict sink.
+"""The one composition root: settings -> judge, evaluator, rules, limits, pipeline config,
+Kafka clients and the verdict sink.
 
 Every command builds what it needs here (``run`` in ``worker.py``, ``replay``, ``check`` and
 ``eval``, ``load-sample``); nothing else turns settings into objects. Kafka clients start
@@ -18,6 +18,11 @@ import structlog
 from consumer.evaluate import Evaluator
 from consumer.judge.client import OpenAIJudge, build_judge
 from consumer.judge.prompt import Limits
+from consumer.ops import metrics
+from consumer.rules.base import DeterministicRule, JudgedRule
+from consumer.rules.groundedness import Groundedness
+from consumer.rules.registry import GROUNDEDNESS, RuleOptions, build_rules
+from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings
 from consumer.stream.clients import Startable, new_consumer, new_producer, start_client
 from consumer.stream.partitions import Partition
@@ -62,6 +67,20 @@ def make_evaluator(settings: Settings, judge: OpenAIJudge | None = None) -> Eval
     """Judge (``make_judge`` unless given), threshold and limits from the settings."""
     return Evaluator(judge or make_judge(settings), settings.threshold, limits(settings),
                      secrets=settings.secrets())
+
+
+def make_rules(settings: Settings, judge: OpenAIJudge | None = None) -> RuleSet:
+    """The rules of ``RULES``, in its order: with ``groundedness``, the evaluator
+    (``make_judge`` unless given: refuses without ``OPENAI_API_KEY``); without it, no judge
+    and no key."""
+    options = RuleOptions(citation_pattern=settings.citation_pattern)
+    checks = {rule.name: rule for rule in build_rules(settings.rules, options)}
+    rules: list[JudgedRule | DeterministicRule] = [
+        Groundedness(make_evaluator(settings, judge)) if name == GROUNDEDNESS else checks[name]
+        for name in settings.rules
+    ]
+    metrics.expect_rules(settings.rules)
+    return RuleSet(rules, settings.secrets())
 
 
 # -- the pipeline -----------------------------------------------------------------------------

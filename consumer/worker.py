@@ -1,7 +1,8 @@
 """``groundedness run``: the worker's lifetime, from the pieces ``wiring.py`` builds.
 
 Start order matters: the API key is checked before any Kafka client exists, so a worker
-without one consumes nothing. Stop order: the pipeline drains and commits, then the consumer
+without one consumes nothing (unless ``RULES`` leaves out ``groundedness``: then there is no
+judge, and no key is needed). Stop order: the pipeline drains and commits, then the consumer
 leaves the group, then the producer flushes.
 """
 
@@ -30,8 +31,9 @@ PRODUCER_STOP_TIMEOUT_S = 5.0
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set, then drain and return; without ``stop``, until SIGTERM."""
-    judge = wiring.make_judge(settings)  # raises ConfigError without an API key
-    evaluator = wiring.make_evaluator(settings, judge)
+    # Raises ConfigError without an API key, when groundedness is among the rules.
+    judge = wiring.make_judge(settings) if settings.judging else None
+    rules = wiring.make_rules(settings, judge)
     if stop is None:
         stop = asyncio.Event()
         wiring.install_signal_handlers(stop)
@@ -40,7 +42,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     delivery = wiring.delivery(settings, consumer)
     producer, transactions = delivery.producer, delivery.transactions
     config = wiring.pipeline_config(settings)
-    pipeline = Pipeline(consumer, delivery.sink, evaluator, delivery.commit, config)
+    pipeline = Pipeline(consumer, delivery.sink, rules, delivery.commit, config)
     rebalance: RebalanceHandler = pipeline  # at least once: partitions move straight to it
     ownership: PartitionOwnership | None = None
     if transactions is not None:
@@ -51,12 +53,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         "worker_starting",
         topic=settings.traces_topic,
         group=settings.consumer_group,
-        judge_model=settings.judge_model,
+        rules=",".join(rules.names),
+        judge_model=settings.judge_model if judge is not None else None,
         delivery=settings.delivery,
         traces_format=settings.traces_format,
         max_in_flight=config.max_in_flight,
     )
-    preflight = asyncio.create_task(judge.preflight())  # meanwhile, Kafka connects
+    # Meanwhile, Kafka connects.
+    preflights = [asyncio.create_task(judge.preflight())] if judge is not None else []
     restore_handler = quiet_fenced_futures(asyncio.get_running_loop())
     try:
         await health.start(settings.health_port)
@@ -82,8 +86,10 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                     log.warning("producer_stop_timed_out", timeout_s=PRODUCER_STOP_TIMEOUT_S)
         if transactions is not None:
             await transactions.close()
-        preflight.cancel()
-        await asyncio.gather(preflight, return_exceptions=True)
-        await judge.close()
+        for preflight in preflights:
+            preflight.cancel()
+        await asyncio.gather(*preflights, return_exceptions=True)
+        await rules.close()
         restore_handler()
         log.info("worker_stopped")
+

@@ -11,7 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
-RULE: Literal["groundedness"] = "groundedness"
+# The rules of ``RULES`` (DESIGN.md "Rules"); consumer/rules/registry.py knows each by this name.
+RuleName = Literal["groundedness", "missing_citation", "answered_without_tool"]
+RULE: RuleName = "groundedness"
 
 Outcome = Literal["pass", "fail", "error"]
 ContextSource = Literal["retrieval", "llm_input"]
@@ -93,20 +95,24 @@ class Assembly(BaseModel):
 
 
 class VerdictEvent(BaseModel):
-    """The outcome of the groundedness check for one trace."""
+    """The outcome of one rule (groundedness, or a deterministic rule) for one trace."""
 
     model_config = ConfigDict(frozen=True, title="VerdictEvent")
 
     schema_version: int = SCHEMA_VERSION
     verdict_id: str
     trace_id: str
-    rule: Literal["groundedness"] = RULE
-    prompt_version: str
-    judge_model: str
+    rule: RuleName = RULE
+    prompt_version: str = Field(
+        description="The rule and its version (groundedness@v1: the judge's prompt)."
+    )
+    judge_model: str | None = Field(description="Null for a rule without a model.")
     verdict: Outcome
-    score: float | None = Field(description="(raw_score - 1) / 4; null for error.")
+    score: float | None = Field(
+        description="(raw_score - 1) / 4; 1 or 0 for a rule without a model; null for error."
+    )
     raw_score: int | None
-    threshold: float
+    threshold: float | None = Field(description="Null for a rule without a model.")
     reason: str | None
     unsupported_claims: list[str]
     error: VerdictError | None

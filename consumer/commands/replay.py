@@ -47,6 +47,7 @@ from consumer.commands.replay_window import Window, WindowConsumer
 from consumer.errors import ConfigError
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings
 from consumer.stream import aiokafka_compat
 from consumer.stream.partitions import Partition
@@ -140,7 +141,7 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
     if request.end is not None and request.end <= request.start:
         raise ConfigError("--to must be later than --from")
     # Checked before any Kafka client exists, as for `run`; a dry run never calls the judge.
-    evaluator = None if request.dry_run else wiring.make_evaluator(settings)
+    rules = None if request.dry_run else wiring.make_rules(settings)
     stop = asyncio.Event()
     if threading.current_thread() is threading.main_thread():
         wiring.install_signal_handlers(stop)
@@ -178,11 +179,11 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
             window.on_progress = progress.update
             window.check()
             if span_topic:
-                summary = await _replay_spans(settings, request, window, reader, evaluator,
+                summary = await _replay_spans(settings, request, window, reader, rules,
                                               started, started_at)
                 progress.update(window.completed)
                 return summary
-            if evaluator is None:
+            if rules is None:
                 dry = await _dry_run(
                     WindowConsumer(reader, window), window, wiring.limits(settings)
                 )
@@ -194,7 +195,7 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
                     price_per_million_tokens=request.price_per_million_tokens,
                 )
             tally = Tally()
-            outcomes = (await _judge(settings, window, reader, evaluator, tally,
+            outcomes = (await _judge(settings, window, reader, rules, tally,
                                      started_at)).outcomes
             progress.update(window.completed)
         # Every record read gets exactly one outcome, so once complete this counts them all.
@@ -208,29 +209,29 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
             await reader.stop()
         except KafkaError as exc:
             log.warning("replay_reader_stop_failed", error=str(exc))
-        if evaluator is not None:
-            await evaluator.judge.close()
+        if rules is not None:
+            await rules.close()
 
 
 async def _judge(
-    settings: Settings, window: Window, reader: AIOKafkaConsumer, evaluator: Evaluator,
+    settings: Settings, window: Window, reader: AIOKafkaConsumer, rules: RuleSet,
     tally: Tally, started_at: float,
 ) -> Pipeline:
     producer = wiring.create_producer(settings)
     try:  # from before the start: a producer that failed to start is closed too
         await wiring.start(producer, settings, "producer")
         sink = RecordingSink(wiring.verdict_sink(settings, producer), tally)
-        return await _run_pipeline(settings, window, reader, evaluator, sink, started_at)
+        return await _run_pipeline(settings, window, reader, rules, sink, started_at)
     finally:
         await producer.stop()
 
 
 async def _run_pipeline(
-    settings: Settings, window: Window, reader: AIOKafkaConsumer, evaluator: Evaluator,
+    settings: Settings, window: Window, reader: AIOKafkaConsumer, rules: RuleSet,
     sink: VerdictSink, started_at: float, traces: ClosedTraces | None = None,
 ) -> Pipeline:
     consumer = WindowConsumer(reader, window)
-    pipeline = Pipeline(consumer, sink, evaluator, window.commit,
+    pipeline = Pipeline(consumer, sink, rules, window.commit,
                         wiring.pipeline_config(settings))
     if pipeline.span_path is not None:
         read_log(pipeline, consumer, window, started_at, traces)
@@ -242,20 +243,21 @@ async def _run_pipeline(
 
 async def _replay_spans(
     settings: Settings, request: ReplayRequest, window: Window, reader: AIOKafkaConsumer,
-    evaluator: Evaluator | None, started: float, started_at: float,
+    rules: RuleSet | None, started: float, started_at: float,
 ) -> dict[str, Any]:
     """A span topic's window through the pipeline: judged, or (a dry run) counted."""
     tally, dry = Tally(), None
-    if evaluator is None:
+    if rules is None:
         limits = wiring.limits(settings)
         counter = TraceCounter(limits)
         uncalled = Evaluator(UncalledJudge(settings.judge_model), settings.threshold, limits)
-        pipeline = await _run_pipeline(settings, window, reader, uncalled, NullSink(),
+        pipeline = await _run_pipeline(settings, window, reader, RuleSet.groundedness(uncalled),
+                                       NullSink(),
                                        started_at, counter)
         dry, no_candidate = counter.dry, counter.no_candidate
         dry.dead_lettered = pipeline.outcomes["dead_lettered"]
     else:
-        pipeline = await _judge(settings, window, reader, evaluator, tally, started_at)
+        pipeline = await _judge(settings, window, reader, rules, tally, started_at)
         no_candidate = pipeline.outcomes["no_candidate"]
     span_path = pipeline.span_path
     assert span_path is not None  # noqa: S101 - the settings name a span format

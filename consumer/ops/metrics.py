@@ -5,7 +5,7 @@ values known in advance start at 0, so rates and ratios exist before the first e
 
 | metric | type | updated by |
 |---|---|---|
-| ``groundedness_verdicts_total{verdict}`` | counter | pipeline, once the broker has the verdict |
+| ``groundedness_verdicts_total{rule,verdict}`` | counter | pipeline, once the broker has it |
 | ``groundedness_skipped_total`` | counter | pipeline (empty output: no verdict) |
 | ``groundedness_dead_letters_total`` | counter | pipeline (undecodable record) |
 | ``groundedness_judge_latency_seconds`` | histogram | pipeline, per evaluation, retries included |
@@ -24,6 +24,8 @@ values known in advance start at 0, so rates and ratios exist before the first e
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -37,7 +39,8 @@ def _gauge(name: str, documentation: str, *labels: str) -> Gauge:
     return Gauge(name, documentation, labels, registry=REGISTRY)
 
 
-VERDICTS = _counter("groundedness_verdicts", "Verdicts published, by verdict.", "verdict")
+VERDICTS = _counter("groundedness_verdicts", "Verdicts published, by rule and verdict.", "rule",
+                    "verdict")
 SKIPPED = _counter("groundedness_skipped", "Traces not evaluated because the output is empty.")
 DEAD_LETTERS = _counter("groundedness_dead_letters", "Records dead-lettered as undecodable.")
 JUDGE_LATENCY = Histogram(
@@ -84,8 +87,16 @@ UNKEYED_SPAN_RECORDS = _counter(
     "partitioning by trace id, so a trace's spans may land on several partitions).",
 )
 
-for _verdict in ("pass", "fail", "error"):
-    VERDICTS.labels(_verdict)
+
+
+def expect_rules(rules: Iterable[str]) -> None:
+    """Start every verdict series of ``rules`` at 0 (the worker's ``RULES``)."""
+    for rule in rules:
+        for verdict in ("pass", "fail", "error"):
+            VERDICTS.labels(rule, verdict)
+
+
+expect_rules(["groundedness"])  # RULES by default; wiring adds the configured ones
 for _kind in ("prompt", "completion"):
     JUDGE_TOKENS.labels(_kind)
 for _outcome in ("kept", "dropped"):

@@ -7,9 +7,9 @@ Two kinds, told apart by their evaluation, because what can happen during it dif
   always gives pass (score 1) or fail (score 0) and a reason naming what was or was not found.
 - ``JudgedRule.evaluate(trace, origin, source) -> Evaluation``: async, a model call behind the
   breaker, the slots and the rate limiter; it can give ``error`` and can hold while the judge
-  is down for everyone. ``consumer.evaluate.Evaluator.evaluate`` does that work today;
-  groundedness becomes this kind's one rule by a small adapter around it that adds a name, a
-  version and ``applies`` (an answer, the judge's only condition).
+  is down for everyone. ``consumer.evaluate.Evaluator.evaluate`` does that work;
+  groundedness is this kind's one rule by a small adapter around it (``groundedness.py``)
+  that adds a name, a version and ``applies`` (an answer, the judge's only condition).
 
 One async method for both would make every caller of a deterministic rule (the pipeline, a
 test, a benchmark, ``check``) run an event loop for pure string work, and would hide from the
@@ -86,9 +86,18 @@ class DeterministicRule(Rule, Protocol):
 class JudgedRule(Rule, Protocol):
     """A rule decided by a model: may error, may hold while the model is down for everyone."""
 
+    @property
+    def holding(self) -> bool:
+        """True while the model is down for everyone (the pipeline stops fetching)."""
+        ...
+
     async def evaluate(self, trace: TraceEvent, origin: TraceOrigin | None,
                        source: Source | None) -> Evaluation:
         """The verdict, for a trace the rule applies to."""
+        ...
+
+    async def close(self) -> None:
+        """Release the model's client."""
         ...
 
 

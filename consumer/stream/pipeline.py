@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from consumer.evaluate import Evaluator
 from consumer.ops import metrics
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.offsets import OffsetTracker, PartitionOffsets
 from consumer.stream.partitions import Consumer, Partition
 from consumer.stream.record_path import RecordPath
@@ -66,13 +66,13 @@ class Pipeline:
         self,
         consumer: Consumer,
         sink: VerdictSink,
-        evaluator: Evaluator,
+        rules: RuleSet,
         commit: Commit,
         config: PipelineConfig,
     ) -> None:
         self._consumer = consumer
-        self._evaluator = evaluator
-        self._records = RecordPath(sink, evaluator)
+        self._rules = rules
+        self._records = RecordPath(sink, rules)
         self._commit_offsets = commit
         self._config = config
         self._tracker: OffsetTracker[Hashable] = OffsetTracker()
@@ -84,9 +84,10 @@ class Pipeline:
         self._commit_lock = asyncio.Lock()
         self._spans: SpanPath | None = None
         if config.spans is not None:
-            self._spans = SpanPath(self._records, evaluator, config.spans, config.assembly,
+            self._spans = SpanPath(self._records, rules, config.spans, config.assembly,
                                    self._tracker, self._tasks)
-        self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered
+        self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered/...
+        self.verdicts_by_rule = self._records.by_rule  # (rule, verdict) -> verdicts
         self.span_path = self._spans  # span formats: a replay sets its time and reads its counts
         self.last_fetch_at: float | None = None  # monotonic; the liveness heartbeat (health.py)
 
@@ -157,7 +158,7 @@ class Pipeline:
     def _apply_backpressure(self, room: int) -> None:
         # Pause when full, or while the judge is down for everyone (fetching more would only
         # queue work behind the circuit breaker); resume at half full, with hysteresis.
-        holding = self._evaluator.judge.holding
+        holding = self._rules.holding
         if (room <= 0 or holding) and not self._paused:
             self._paused = True
             self._consumer.pause(*self._consumer.assignment())

@@ -1,23 +1,25 @@
-"""One record's way: decode, then skip, dead-letter or judge, then publish until acknowledged.
+"""One record's way: decode, then skip, dead-letter or run the rules, then publish until
+acknowledged.
 
 The pipeline runs one of these per fetched record, as its own task; when ``handle`` returns,
-the record's outcome is acknowledged by the broker (or it was skipped), which is what lets
-the pipeline mark its offset done.
+the record's outcome is acknowledged by the broker (every verdict of its trace, one per rule
+that applies; or it was skipped), which is what lets the pipeline mark its offset done.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
 
 from consumer.errors import DecodeError, PublishError
-from consumer.evaluate import Evaluation, Evaluator
+from consumer.evaluate import Evaluation
 from consumer.judge.result import JudgeResult
 from consumer.ops import metrics
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.decode import decode_trace
 from consumer.stream.sink import Record, VerdictSink
 from schemas.verdict import Source
@@ -28,12 +30,14 @@ PUBLISH_RETRY_S = (0.5, 10.0)  # first and longest wait between publish attempts
 
 
 class RecordPath:
-    """Takes each record to its outcome; counts outcomes (pass/fail/error/skipped/dead_lettered)."""
+    """Takes each record to its outcome; counts outcomes (verdicts of every rule by
+    pass/fail/error, skipped, not_applicable, dead_lettered) and verdicts by rule."""
 
-    def __init__(self, sink: VerdictSink, evaluator: Evaluator) -> None:
+    def __init__(self, sink: VerdictSink, rules: RuleSet) -> None:
         self._sink = sink
-        self._evaluator = evaluator
+        self._rules = rules
         self.outcomes: Counter[str] = Counter()
+        self.by_rule: Counter[tuple[str, str]] = Counter()  # (rule, verdict) -> verdicts
 
     async def handle(self, record: Record) -> None:
         """Return once the record's outcome is acknowledged; never raises."""
@@ -57,18 +61,29 @@ class RecordPath:
             bound.debug("trace_skipped", reason="empty output")
             return
         source = Source(topic=record.topic, partition=record.partition, offset=record.offset)
-        await self.publish(await self._evaluator.evaluate(trace, source), bound)
+        await self.publish_all(await self._rules.evaluate(trace, source), bound)
+
+    async def publish_all(self, evaluations: Sequence[Evaluation], bound: Any) -> None:
+        """Publish every verdict of one trace until each is acknowledged; a trace no rule
+        applied to is counted ``not_applicable``."""
+        if not evaluations:
+            self.outcomes["not_applicable"] += 1
+            bound.debug("trace_not_judged", reason="no rule applies", rules=self._rules.names)
+            return
+        await asyncio.gather(*(self.publish(evaluation, bound) for evaluation in evaluations))
 
     async def publish(self, evaluation: Evaluation, bound: Any) -> None:
         """Publish an evaluation's verdict until acknowledged, and count it."""
-        _observe(evaluation.result)
+        if evaluation.result is not None:
+            _observe(evaluation.result)
         verdict = evaluation.verdict
         await self._deliver(lambda: self._sink.publish(verdict), bound)
-        metrics.VERDICTS.labels(verdict.verdict).inc()
+        metrics.VERDICTS.labels(verdict.rule, verdict.verdict).inc()
         self.outcomes[verdict.verdict] += 1
+        self.by_rule[verdict.rule, verdict.verdict] += 1
         bound.info(
-            "verdict_published", verdict=verdict.verdict, score=verdict.score,
-            latency_ms=verdict.latency_ms,
+            "verdict_published", rule=verdict.rule, verdict=verdict.verdict,
+            score=verdict.score, latency_ms=verdict.latency_ms,
         )
 
     async def dead_letter(

@@ -36,8 +36,8 @@ from weakref import WeakKeyDictionary
 import structlog
 
 from consumer.errors import DecodeError
-from consumer.evaluate import Evaluator
 from consumer.ops import metrics
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.offsets import OffsetTracker, PartitionOffsets
 from consumer.stream.partitions import Partition
 from consumer.stream.record_path import RecordPath, internal_error
@@ -74,7 +74,7 @@ class SpanPath:
     def __init__(
         self,
         records: RecordPath,
-        evaluator: Evaluator,
+        rules: RuleSet,
         encoding: OtlpEncoding,
         limits: AssemblyLimits,
         tracker: OffsetTracker[Hashable],
@@ -82,8 +82,8 @@ class SpanPath:
         clock: TraceClock | None = None,
     ) -> None:
         self._records = records
-        self._evaluator = evaluator
-        self._traces: ClosedTraces = TracePath(records, evaluator)
+        self._rules = rules
+        self._traces: ClosedTraces = TracePath(records, rules)
         self._split = SplitWatch()
         # What each assembly's counts were when last added to the metrics (counts only grow).
         self._reported: WeakKeyDictionary[TraceAssembly, AssemblyCounts] = WeakKeyDictionary()
@@ -333,7 +333,7 @@ class SpanPath:
         ``record_holds.py``) fill it: every open trace closes, as the live worker's clock
         ends up closing them all before the window empties.
         """
-        if (any(self._tasks.values()) or self._evaluator.judge.holding
+        if (any(self._tasks.values()) or self._rules.holding
                 or self._tracker.to_commit()):
             return 0  # the pause lifts by itself
         started = 0

@@ -2,34 +2,29 @@
 
 The span path's counterpart of ``record_path.py``: it never raises. A bug met while mapping or
 judging still gives the trace an acknowledged outcome, an ``error`` verdict of type
-``internal_error``, so that no record is committed without one; only if even that fails to
-publish is the trace finished with none, counted ``failed``.
+``internal_error`` for each rule, so that no record is committed without one; only if even
+that fails to publish is the trace finished with none, counted ``failed``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from consumer.evaluate import Evaluation, Evaluator
-from consumer.judge.result import TraceFailed
 from consumer.ops import metrics
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.partitions import Partition
 from consumer.stream.record_path import RecordPath
 from consumer.telemetry.assembly import ClosedTrace
 from consumer.telemetry.candidate import candidate
-from consumer.verdicts import Context, errored
-from schemas.trace import TraceEvent
-from schemas.verdict import Source, Truncation
-
-INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a trace's way
+from schemas.verdict import Source
 
 
 class TracePath:
     """Takes each closed trace to its outcome, counted in the record path's outcomes."""
 
-    def __init__(self, records: RecordPath, evaluator: Evaluator) -> None:
+    def __init__(self, records: RecordPath, rules: RuleSet) -> None:
         self._records = records
-        self._evaluator = evaluator
+        self._rules = rules
 
     async def handle(self, tp: Partition, closed: ClosedTrace, bound: Any) -> None:
         """Return once the trace's outcome is acknowledged (its verdict, or none due)."""
@@ -38,7 +33,8 @@ class TracePath:
         except Exception as exc:  # a bug must not hold the partition's watermark for good
             bound.exception("trace_failed")
             try:
-                await self._records.publish(self._failure(tp, closed, exc), bound)
+                failures = self._rules.failed(closed.trace_id, _source(tp, closed), exc)
+                await self._records.publish_all(failures, bound)
             except Exception:
                 bound.exception("trace_error_unpublished")
                 self._records.outcomes["failed"] += 1
@@ -54,24 +50,12 @@ class TracePath:
             self._records.outcomes["skipped"] += 1
             bound.debug("trace_skipped", reason="empty answer")
             return
-        # The trace's first record: under exactly once its verdict is held until the
+        # The trace's first record: under exactly once its verdicts are held until the
         # watermark passes that record, which it does only once this trace is finished.
-        evaluation = await self._evaluator.evaluate(
+        evaluations = await self._rules.evaluate(
             found.trace, source=_source(tp, closed), origin=found.origin
         )
-        await self._records.publish(evaluation, bound)
-
-    def _failure(self, tp: Partition, closed: ClosedTrace, exc: Exception) -> Evaluation:
-        """The ``error`` verdict on a trace an internal error stopped (mapping or judging)."""
-        # Only the trace id is known for sure: mapping itself may be what failed.
-        trace = TraceEvent(trace_id=closed.trace_id)
-        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failed = TraceFailed(kind=INTERNAL_ERROR, message=message, usage=None, latency_ms=0,
-                             attempts=0)
-        evaluator = self._evaluator
-        ctx = Context(evaluator.judge.model, evaluator.threshold, Truncation(),
-                      _source(tp, closed), evaluator.secrets)
-        return Evaluation(errored(trace, failed, ctx), failed)
+        await self._records.publish_all(evaluations, bound)
 
 
 def _source(tp: Partition, closed: ClosedTrace) -> Source:

@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import Recorder, rag_trace
@@ -74,7 +75,8 @@ class Harness:
             max_in_flight=max_in_flight, max_uncommitted=max_uncommitted, commit_interval_s=0,
             fetch_timeout_ms=5, revoke_timeout_s=0.2, spans="otlp_proto", assembly=assembly,
         )
-        self.pipeline = Pipeline(self.consumer, self.sink, Evaluator(self.judge, 0.5, Limits()),
+        self.pipeline = Pipeline(self.consumer, self.sink,
+                                 RuleSet.groundedness(Evaluator(self.judge, 0.5, Limits())),
                                  self._commit, config)
         self.assigned = assigned
         self.stop_event = asyncio.Event()

@@ -20,6 +20,7 @@ from consumer.commands.replay_spans import read_log
 from consumer.commands.replay_window import Window, WindowConsumer
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits
 from consumer.telemetry.clock import LogClock
@@ -241,7 +242,8 @@ async def replay_in_memory(
                             assembly=AssemblyLimits(**limits))
     counter = TraceCounter(Limits()) if dry_run else None
     evaluator = Evaluator(UncalledJudge("none") if dry_run else judge, 0.5, Limits())
-    pipeline = Pipeline(consumer, NullSink() if dry_run else sink, evaluator, window.commit,
+    pipeline = Pipeline(consumer, NullSink() if dry_run else sink, RuleSet.groundedness(evaluator),
+                        window.commit,
                         config)
     span_path = read_log(pipeline, consumer, window, started_at, counter)
     await pipeline.on_partitions_assigned(set(log))

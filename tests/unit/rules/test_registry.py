@@ -6,9 +6,11 @@ import re
 
 import pytest
 
-from consumer.evaluate import Evaluation
+from consumer.evaluate import Evaluator
+from consumer.judge.prompt import Limits
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.rules.base import DeterministicRule, JudgedRule, Outcome, rule_id
+from consumer.rules.groundedness import Groundedness
 from consumer.rules.missing_citation import MissingCitation
 from consumer.rules.registry import (
     GROUNDEDNESS,
@@ -18,9 +20,7 @@ from consumer.rules.registry import (
     build_rules,
     parse_rules,
 )
-from consumer.verdicts import TraceOrigin
-from schemas.trace import TraceEvent
-from schemas.verdict import Source
+from tests.support.pipeline_fakes import GatedJudge
 
 
 @pytest.mark.parametrize(
@@ -87,22 +87,8 @@ def test_outcome_scores() -> None:
     assert (Outcome(False, "r").score, Outcome(False, "r").verdict) == (0.0, "fail")
 
 
-class AsyncJudgeRule:
-    """A judged rule's shape: what groundedness will look like behind the interface."""
-
-    name = "groundedness"
-    version = "v1"
-
-    def applies(self, trace: TraceEvent, origin: TraceOrigin | None) -> bool:
-        return trace.has_output
-
-    async def evaluate(self, trace: TraceEvent, origin: TraceOrigin | None,
-                       source: Source | None) -> Evaluation:
-        raise NotImplementedError
-
-
-def test_a_judged_rule_is_told_apart_from_a_deterministic_one() -> None:
-    judged = AsyncJudgeRule()
+def test_the_judge_is_a_judged_rule_and_not_a_deterministic_one() -> None:
+    judged = Groundedness(Evaluator(GatedJudge(), 0.5, Limits()))
     assert isinstance(judged, JudgedRule)
     assert not isinstance(judged, DeterministicRule)
     assert rule_id(judged) == "groundedness@v1"

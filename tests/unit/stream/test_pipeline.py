@@ -9,6 +9,7 @@ from typing import Any
 
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from tests.support.pipeline_fakes import GatedJudge, ListSink
 
@@ -73,7 +74,8 @@ def build(records: list[FakeRecord], max_in_flight: int = 100) -> tuple[
         commits.append(dict(offsets))
         return offsets
 
-    pipeline = Pipeline(consumer, sink, Evaluator(judge, 0.5, Limits()), commit,
+    rules = RuleSet.groundedness(Evaluator(judge, 0.5, Limits()))
+    pipeline = Pipeline(consumer, sink, rules, commit,
                         PipelineConfig(max_in_flight=max_in_flight, commit_interval_s=0))
     return pipeline, consumer, judge, sink, commits
 

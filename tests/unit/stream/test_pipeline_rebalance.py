@@ -19,6 +19,7 @@ from typing import Any
 
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
 from tests.support.streams import trace
@@ -74,7 +75,8 @@ class Harness:
         # before that is the rebalance path's.
         options = {"max_in_flight": 64, "commit_interval_s": math.inf, "fetch_timeout_ms": 5}
         self.pipeline = Pipeline(
-            self.consumer, self.sink, Evaluator(self.judge, 0.5, Limits()), self._commit,
+            self.consumer, self.sink, RuleSet.groundedness(Evaluator(self.judge, 0.5, Limits())),
+            self._commit,
             PipelineConfig(**(options | config)),
         )
         self._assigned = assigned

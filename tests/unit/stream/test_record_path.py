@@ -25,7 +25,7 @@ def _prompt_tokens() -> float:
 
 async def _publish(result: TraceFailed) -> ListSink:
     sink = ListSink()
-    path = RecordPath(sink, evaluator=Any)  # type: ignore[arg-type]  # publish never evaluates
+    path = RecordPath(sink, rules=Any)  # type: ignore[arg-type]  # publish never evaluates
     await path.publish(Evaluation(a_verdict(None), result), structlog.get_logger())
     return sink
 

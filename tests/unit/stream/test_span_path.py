@@ -6,6 +6,7 @@ from collections.abc import Hashable
 
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.offsets import OffsetTracker
 from consumer.stream.record_path import RecordPath
 from consumer.stream.span_path import SpanPath, Tasks
@@ -15,7 +16,8 @@ from tests.support.pipeline_fakes import TP, GatedJudge, ListSink
 
 def _path(limits: AssemblyLimits) -> SpanPath:
     evaluator = Evaluator(GatedJudge(), 0.5, Limits())
-    return SpanPath(RecordPath(ListSink(), evaluator), evaluator, "otlp_proto", limits,
+    rules = RuleSet.groundedness(evaluator)
+    return SpanPath(RecordPath(ListSink(), rules), rules, "otlp_proto", limits,
                     OffsetTracker[Hashable](), Tasks())
 
 

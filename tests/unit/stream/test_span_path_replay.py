@@ -13,6 +13,7 @@ import structlog
 
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.offsets import OffsetTracker, PartitionOffsets
 from consumer.stream.record_path import RecordPath
 from consumer.stream.span_path import SpanPath, Tasks
@@ -62,7 +63,8 @@ def replaying_path(clock: StoppedClock | TimestampClock, max_open_traces: int = 
     judge, tracker, tasks = GatedJudge(), OffsetTracker[Hashable](), Tasks()
     evaluator = Evaluator(judge, 0.5, Limits())
     limits = AssemblyLimits(quiet_s=10.0, max_wait_s=60.0, max_open_traces=max_open_traces)
-    path = SpanPath(RecordPath(ListSink(), evaluator), evaluator, "otlp_proto", limits,
+    rules = RuleSet.groundedness(evaluator)
+    path = SpanPath(RecordPath(ListSink(), rules), rules, "otlp_proto", limits,
                     tracker, tasks)
     path.read_log(clock, {tp: (0, 100) for tp in partitions})
     for tp in partitions:

@@ -1,0 +1,123 @@
+"""The rules ``RULES`` names, run on one trace: one verdict per rule that applies.
+
+``groundedness`` is the judge (``groundedness.py``, a ``JudgedRule``); the others are
+deterministic rules from the registry. Every command that judges (``run``, ``replay``,
+``check``, ``eval``) takes one of these, so what a trace gets is decided in one place: no
+rule applies to a trace without an answer, ``groundedness`` to every other, and each
+deterministic rule where it says so.
+
+A deterministic rule that raises on one trace (a bug) gives that trace an ``error`` verdict
+of type ``internal_error`` for that rule alone: the trace's other verdicts are still due, and
+the rule's next trace is checked as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import cast, get_args
+
+import structlog
+
+from consumer.evaluate import Evaluation, Evaluator
+from consumer.judge.result import TraceFailed
+from consumer.redaction import known_secrets
+from consumer.rules.base import DeterministicRule, JudgedRule, rule_id
+from consumer.rules.groundedness import Groundedness
+from consumer.verdicts import Context, TraceOrigin, checked, errored
+from schemas.trace import TraceEvent
+from schemas.verdict import RuleName, Source, Truncation
+
+log = structlog.get_logger(__name__)
+
+INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a trace's way
+
+
+class RuleSet:
+    """The configured rules, in ``RULES`` order."""
+
+    def __init__(
+        self, rules: Sequence[JudgedRule | DeterministicRule], secrets: Iterable[str] = ()
+    ) -> None:
+        if not rules:
+            raise ValueError("a rule set needs at least one rule")
+        self._rules = tuple(rules)
+        self._secrets = known_secrets(secrets)
+
+    @classmethod
+    def groundedness(cls, evaluator: Evaluator) -> RuleSet:
+        """Groundedness alone (``RULES`` by default)."""
+        return cls([Groundedness(evaluator)], evaluator.secrets)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The rules' names, in order."""
+        return tuple(rule.name for rule in self._rules)
+
+    @property
+    def holding(self) -> bool:
+        """True while a judge is down for everyone (never without a judged rule)."""
+        return any(rule.holding for rule in self._judged())
+
+    async def evaluate(
+        self, trace: TraceEvent, source: Source | None = None, origin: TraceOrigin | None = None
+    ) -> list[Evaluation]:
+        """A verdict from every rule that applies to the trace, in ``RULES`` order."""
+        # The deterministic verdicts first (microseconds) while the judge may take seconds;
+        # then the judged ones, each in its own task so that several judges overlap.
+        found: dict[str, Evaluation] = {
+            rule.name: self._check(rule, trace, source, origin) for rule in self._rules
+            if isinstance(rule, DeterministicRule) and rule.applies(trace, origin)
+        }
+        judged = [rule for rule in self._judged() if rule.applies(trace, origin)]
+        for rule, evaluation in zip(judged, await asyncio.gather(
+                *(rule.evaluate(trace, origin, source) for rule in judged)), strict=True):
+            found[rule.name] = evaluation
+        return [found[rule.name] for rule in self._rules if rule.name in found]
+
+    def failed(self, trace_id: str, source: Source | None, exc: Exception) -> list[Evaluation]:
+        """An ``internal_error`` verdict for every rule, on a trace a bug stopped before its
+        rules could say which of them apply (only its id is known for sure)."""
+        trace = TraceEvent(trace_id=trace_id)
+        return [self._error(rule, trace, source, None, exc) for rule in self._rules]
+
+    async def close(self) -> None:
+        """Release every judge's client."""
+        for rule in self._judged():
+            await rule.close()
+
+    def _judged(self) -> list[JudgedRule]:
+        return [rule for rule in self._rules if not isinstance(rule, DeterministicRule)]
+
+    def _check(self, rule: DeterministicRule, trace: TraceEvent, source: Source | None,
+               origin: TraceOrigin | None) -> Evaluation:
+        try:
+            outcome = rule.check(trace, origin)
+        except Exception as exc:  # a bug in one rule must not cost the trace its other verdicts
+            log.exception("rule_failed", rule=rule.name, trace_id=trace.trace_id[:200])
+            return self._error(rule, trace, source, origin, exc)
+        ctx = self._context(rule, source, origin)
+        return Evaluation(checked(trace, outcome.passed, outcome.reason, ctx), None)
+
+    def _error(self, rule: JudgedRule | DeterministicRule, trace: TraceEvent,
+               source: Source | None, origin: TraceOrigin | None, exc: Exception) -> Evaluation:
+        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        failed = TraceFailed(kind=INTERNAL_ERROR, message=message, usage=None, latency_ms=0,
+                             attempts=0)
+        return Evaluation(errored(trace, failed, self._context(rule, source, origin)), failed)
+
+    def _context(self, rule: JudgedRule | DeterministicRule, source: Source | None,
+                 origin: TraceOrigin | None) -> Context:
+        if isinstance(rule, Groundedness):
+            evaluator = rule.evaluator
+            return Context(evaluator.judge.model, evaluator.threshold, Truncation(), source,
+                           evaluator.secrets, origin)
+        return Context(None, None, Truncation(), source, self._secrets, origin,
+                       rule=_rule_name(rule.name), prompt_version=rule_id(rule))
+
+
+def _rule_name(name: str) -> RuleName:
+    """``name`` as the verdict's literal; a registered rule the schema does not know is a bug."""
+    if name not in get_args(RuleName):
+        raise ValueError(f"rule {name!r} is not among the verdict schema's rules")
+    return cast(RuleName, name)
