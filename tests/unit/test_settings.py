@@ -18,7 +18,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
                  "KAFKA_BOOTSTRAP_SERVERS", "TRACES_TOPIC", "VERDICTS_TOPIC", "DLQ_TOPIC",
                  "CONSUMER_GROUP", "JUDGE_MODEL", "HEALTH_PORT", "LOG_LEVEL", "LOG_FORMAT",
                  "JUDGE_TOKENS_PER_MINUTE", "TRACES_FORMAT", "TRACE_QUIET_SECONDS",
-                 "TRACE_MAX_WAIT_SECONDS", "MAX_OPEN_TRACES"):
+                 "TRACE_MAX_WAIT_SECONDS", "MAX_OPEN_TRACES", "RULES", "CITATION_PATTERN"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -41,6 +41,7 @@ def test_defaults_are_the_contracts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.traces_format == "trace_json"
     assert (settings.trace_quiet_seconds, settings.trace_max_wait_seconds) == (10, 120)
     assert settings.max_open_traces == 10_000
+    assert (settings.rules, settings.citation_pattern) == (("groundedness",), None)
 
 
 @pytest.mark.parametrize(
@@ -115,6 +116,14 @@ def test_threshold_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch, value: 
                      id="max-wait-below-quiet"),
         pytest.param("MAX_OPEN_TRACES", "0", "MAX_OPEN_TRACES", id="open-traces-zero"),
         pytest.param("MAX_OPEN_TRACES", "1.5", "MAX_OPEN_TRACES", id="open-traces-fraction"),
+        pytest.param("RULES", "groundedness,hallucination",
+                     "RULES: unknown rule 'hallucination'; the known rules are groundedness, "
+                     "missing_citation, answered_without_tool", id="rules-unknown"),
+        pytest.param("RULES", " , ,", "RULES: names no rule", id="rules-only-commas"),
+        pytest.param("CITATION_PATTERN", "[unclosed", "CITATION_PATTERN: not a regular "
+                     "expression", id="citation-pattern-not-regex"),
+        pytest.param("CITATION_PATTERN", r"\[?", "CITATION_PATTERN: matches an empty string",
+                     id="citation-pattern-matches-nothing"),
     ],
 )
 def test_bad_values_give_one_line_and_exit_2(
@@ -140,6 +149,45 @@ def test_secret_values_are_never_echoed(
     assert "hunter2" not in capsys.readouterr().err
     settings = load_settings(kafka_security_protocol="PLAINTEXT")
     assert "hunter2" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("value", "rules"),
+    [
+        pytest.param("missing_citation", ("missing_citation",), id="one"),
+        pytest.param(" Answered_Without_Tool , groundedness,answered_without_tool,",
+                     ("answered_without_tool", "groundedness"), id="case-spaces-duplicates"),
+        pytest.param("", ("groundedness",), id="blank-is-the-default"),
+    ],
+)
+def test_rules_are_read_in_order_each_once(
+    monkeypatch: pytest.MonkeyPatch, value: str, rules: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("RULES", value)
+    assert load_settings().rules == rules
+
+
+def test_a_citation_pattern_replaces_the_default_markers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RULES", "missing_citation")
+    monkeypatch.setenv("CITATION_PATTERN", r"\{\{cite:[^}]+\}\}")
+    pattern = load_settings().citation_pattern
+    assert pattern is not None
+    assert pattern.search("as the handbook says {{cite:kb-17}}")
+    monkeypatch.setenv("CITATION_PATTERN", "  ")
+    assert load_settings().citation_pattern is None
+
+
+def test_without_groundedness_no_key_and_no_threshold_are_needed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RULES", "missing_citation,answered_without_tool")
+    settings = load_settings()
+    assert not settings.judging
+    assert settings.min_acceptable_score is None
+    monkeypatch.setenv("RULES", "missing_citation,groundedness")
+    with pytest.raises(ConfigError, match="Minimum acceptable score is required"):
+        load_settings()
 
 
 def test_no_api_key_refuses_to_start(

@@ -14,6 +14,7 @@ from consumer.settings import Settings, load_settings
 from consumer.stream import clients
 from consumer.stream.sink import KafkaVerdictSink
 from consumer.stream.transactional import TransactionalSink
+from schemas.trace import TraceEvent
 
 CONSUMER = Path(__file__).resolve().parents[2] / "consumer"
 
@@ -60,6 +61,27 @@ async def test_the_evaluator_uses_the_same_limits_and_needs_an_api_key() -> None
         await evaluator.judge.close()
     with pytest.raises(ConfigError):
         wiring.make_evaluator(load_settings(openai_api_key=None, min_acceptable_score=0.5))
+
+
+async def test_the_rules_follow_rules_and_need_a_key_only_with_groundedness() -> None:
+    keyless = wiring.make_rules(load_settings(
+        openai_api_key=None, rules="answered_without_tool,missing_citation",
+        citation_pattern=r"\{\{cite:[^}]+\}\}"))
+    assert keyless.names == ("answered_without_tool", "missing_citation")
+    assert not keyless.holding
+    cited = TraceEvent(trace_id="t", output="Yes {{cite:kb-1}}.",
+                       retrieved_documents=[{"id": "kb-1", "content": "Yes."}])
+    [found] = await keyless.evaluate(cited)
+    assert found.verdict.verdict == "pass", "CITATION_PATTERN reaches the rule"
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        wiring.make_rules(load_settings(openai_api_key=None, min_acceptable_score=0.5,
+                                        rules="missing_citation,groundedness"))
+    judged = wiring.make_rules(load_settings(openai_api_key="sk-test", min_acceptable_score=0.5,
+                                             rules="missing_citation,groundedness"))
+    try:
+        assert judged.names == ("missing_citation", "groundedness")
+    finally:
+        await judged.close()
 
 
 @pytest.mark.usefixtures("recorded")

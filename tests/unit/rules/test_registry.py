@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import get_args
 
 import pytest
 
@@ -20,6 +21,7 @@ from consumer.rules.registry import (
     build_rules,
     parse_rules,
 )
+from schemas.verdict import RuleName
 from tests.support.pipeline_fakes import GatedJudge
 
 
@@ -92,3 +94,8 @@ def test_the_judge_is_a_judged_rule_and_not_a_deterministic_one() -> None:
     assert isinstance(judged, JudgedRule)
     assert not isinstance(judged, DeterministicRule)
     assert rule_id(judged) == "groundedness@v1"
+
+
+def test_every_known_rule_is_a_rule_the_verdict_schema_knows() -> None:
+    assert set(KNOWN_RULES) == set(get_args(RuleName))
+    assert {rule.name for rule in build_rules(KNOWN_RULES, RuleOptions())} == set(REGISTRY)

@@ -7,10 +7,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
+from consumer.errors import PublishError
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.rules.groundedness import Groundedness
+from consumer.rules.missing_citation import MissingCitation
 from consumer.rules.rule_set import RuleSet
+from consumer.stream import record_path
 from consumer.stream.pipeline import Pipeline, PipelineConfig
+from schemas.verdict import VerdictEvent
 from tests.support.pipeline_fakes import GatedJudge, ListSink
 
 TP = ("traces", 0)
@@ -170,5 +177,77 @@ async def test_revoked_partition_drops_late_completions() -> None:
     judge.open("slow")
     await settle()
     assert all(c[TP] == 0 for c in commits), "the cancelled record never commits"
+    stop.set()
+    await run
+
+
+class RefusingSink(ListSink):
+    """Refuses the verdicts of one rule until told to take them (a broker that times out)."""
+
+    def __init__(self, refused_rule: str) -> None:
+        super().__init__()
+        self.refused_rule = refused_rule
+        self.refusals = 0
+
+    async def publish(self, verdict: VerdictEvent) -> None:
+        if verdict.rule == self.refused_rule:
+            self.refusals += 1
+            raise PublishError("timed out")
+        await super().publish(verdict)
+
+
+async def test_a_record_commits_only_once_every_verdict_of_its_trace_is_acknowledged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(record_path, "PUBLISH_RETRY_S", (0.001, 0.001))
+    judge = GatedJudge()
+    judge.open("cited [1]")
+    sink = RefusingSink("missing_citation")
+    commits: list[dict[Any, int]] = []
+
+    async def commit(offsets: dict[Any, int]) -> dict[Any, int]:
+        commits.append(dict(offsets))
+        return offsets
+
+    trace = {"trace_id": "t0", "output": "cited [1]",
+             "retrieved_documents": [{"id": "d1", "content": "a fact"}]}
+    rules = RuleSet([Groundedness(Evaluator(judge, 0.5, Limits())), MissingCitation()])
+    pipeline = Pipeline(FakeConsumer([FakeRecord(0, json.dumps(trace).encode())]), sink, rules,
+                        commit, PipelineConfig(max_in_flight=10, commit_interval_s=0))
+    await pipeline.on_partitions_assigned({TP})
+    stop = asyncio.Event()
+    run = asyncio.create_task(pipeline.run(stop))
+    await settle()
+    assert sink.refusals > 1
+    assert [v.rule for v in sink.verdicts] == ["groundedness"]
+    assert all(c[TP] == 0 for c in commits), "the citation verdict is not acknowledged yet"
+    sink.refused_rule = ""
+    await settle()
+    assert sorted(v.rule for v in sink.verdicts) == ["groundedness", "missing_citation"]
+    assert commits[-1][TP] == 1
+    assert pipeline.verdicts_by_rule == {("groundedness", "pass"): 1,
+                                         ("missing_citation", "pass"): 1}
+    stop.set()
+    await run
+
+
+async def test_a_trace_no_rule_applies_to_is_counted_and_committed() -> None:
+    sink = ListSink()
+    commits: list[dict[Any, int]] = []
+
+    async def commit(offsets: dict[Any, int]) -> dict[Any, int]:
+        commits.append(dict(offsets))
+        return offsets
+
+    pipeline = Pipeline(FakeConsumer([record(0, "an answer, no documents"), record(1, "")]),
+                        sink, RuleSet([MissingCitation()]), commit,
+                        PipelineConfig(max_in_flight=10, commit_interval_s=0))
+    await pipeline.on_partitions_assigned({TP})
+    stop = asyncio.Event()
+    run = asyncio.create_task(pipeline.run(stop))
+    await settle()
+    assert sink.verdicts == []
+    assert pipeline.outcomes == {"not_applicable": 1, "skipped": 1}
+    assert commits[-1][TP] == 2
     stop.set()
     await run
