@@ -90,13 +90,12 @@ UNKEYED_SPAN_RECORDS = _counter(
 
 
 def expect_rules(rules: Iterable[str]) -> None:
-    """Start every verdict series of ``rules`` at 0 (the worker's ``RULES``)."""
+    """Start every verdict series of ``rules`` at 0: the worker's ``RULES`` (``wiring``), and
+    only those, so a worker without groundedness shows no groundedness series."""
     for rule in rules:
         for verdict in ("pass", "fail", "error"):
             VERDICTS.labels(rule, verdict)
 
-
-expect_rules(["groundedness"])  # RULES by default; wiring adds the configured ones
 for _kind in ("prompt", "completion"):
     JUDGE_TOKENS.labels(_kind)
 for _outcome in ("kept", "dropped"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import cast, get_args
 
 import structlog
@@ -96,7 +97,9 @@ class RuleSet:
         except Exception as exc:  # a bug in one rule must not cost the trace its other verdicts
             log.exception("rule_failed", rule=rule.name, trace_id=trace.trace_id[:200])
             return self._error(rule, trace, source, origin, exc)
-        ctx = self._context(rule, source, origin)
+        # The rule reads the whole trace: nothing is cut, and every document was received.
+        received = Truncation(documents_received=len(trace.retrieved_documents or []))
+        ctx = replace(self._context(rule, source, origin), truncation=received)
         return Evaluation(checked(trace, outcome.passed, outcome.reason, ctx), None)
 
     def _error(self, rule: JudgedRule | DeterministicRule, trace: TraceEvent,

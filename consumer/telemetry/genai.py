@@ -117,6 +117,7 @@ def tool_span_call(span: Span) -> ToolCall:
         result=json_text(attributes.get(GEN_AI_TOOL_CALL_RESULT)),
         call_id=text(attributes.get(GEN_AI_TOOL_CALL_ID)),
         span_id=span.span_id,
+        error=span.error,
     )
 
 

@@ -28,6 +28,7 @@ class ToolCall:
     result: str | None = None
     call_id: str | None = None  # pairs a model's request with the tool span that ran it
     span_id: str | None = None
+    error: str | None = None  # the tool span failed (status ERROR): why
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,7 @@ class MappedTrace:
                 # A tool span with neither a tool name nor a span name still ran: it keeps a
                 # name, since the event refuses a blank one.
                 {"name": call.name if call.name.strip() else UNNAMED_TOOL,
-                 "arguments": call.arguments, "result": call.result}
+                 "arguments": call.arguments, "result": call.result, "error": call.error}
                 for call in self.tool_calls
             ] or None,
             "agent": self.agent or None,

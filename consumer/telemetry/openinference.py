@@ -143,6 +143,7 @@ def tool_span_call(span: Span) -> ToolCall:
         result=json_text(attributes.get(SpanAttributes.OUTPUT_VALUE)),
         call_id=text(attributes.get(SpanAttributes.TOOL_ID)),
         span_id=span.span_id,
+        error=span.error,
     )
 
 

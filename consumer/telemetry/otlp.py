@@ -28,7 +28,7 @@ from typing import Literal
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
-from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.proto.trace.v1.trace_pb2 import Status, TracesData
 
 from consumer.errors import DecodeError
 from consumer.telemetry.keep import (
@@ -42,6 +42,12 @@ from consumer.telemetry.otlp_json import INVALID_IDS, Skipped, parse_otlp_json
 from consumer.telemetry.otlp_salvage import salvage_traces_data
 from consumer.telemetry.otlp_values import MAX_ARRAY_ITEMS, MAX_ATTRIBUTE_CHARS, Cuts, attributes
 from consumer.telemetry.spans import Attributes, Span, SpanEvent
+
+# The OTel semantic conventions' names for how an operation failed.
+ERROR_TYPE = "error.type"
+EXCEPTION_EVENT = "exception"
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
 
 OtlpEncoding = Literal["otlp_proto", "otlp_json"]
 
@@ -153,4 +159,23 @@ def _span(
             for event in events[:MAX_ARRAY_ITEMS]
         ) if events else (),
         resource=resource,
+        error=_failure(span) if span.status.code == Status.STATUS_CODE_ERROR else None,
     )
+
+
+def _failure(span: OtlpSpan) -> str:
+    """Why a span with status ERROR failed: its status message, else ``error.type``, else
+    its first ``exception`` event (type: message), else just that it failed."""
+    if span.status.message:
+        return span.status.message[:MAX_ATTRIBUTE_CHARS]
+    for attribute in span.attributes:
+        if attribute.key == ERROR_TYPE and attribute.value.string_value:
+            return attribute.value.string_value[:MAX_ATTRIBUTE_CHARS]
+    for event in span.events:
+        if event.name == EXCEPTION_EVENT:
+            found = {a.key: a.value.string_value for a in event.attributes}
+            described = ": ".join(part for part in (found.get(EXCEPTION_TYPE),
+                                                     found.get(EXCEPTION_MESSAGE)) if part)
+            if described:
+                return described[:MAX_ATTRIBUTE_CHARS]
+    return "failed"

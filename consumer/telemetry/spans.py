@@ -37,6 +37,7 @@ class Span:
     attributes: Attributes = field(default_factory=dict)
     events: tuple[SpanEvent, ...] = ()
     resource: Attributes = field(default_factory=dict)
+    error: str | None = None  # why the span failed (status ERROR); None when it did not
 
     @property
     def is_root(self) -> bool:

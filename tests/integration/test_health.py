@@ -108,9 +108,14 @@ async def test_metrics_match_a_known_stream_exactly(
         lags = await wait_lag(http, f"{base}/metrics", partitions=3, timeout_s=30)
 
         assert len(verdicts) == 8
-        assert value(found, "groundedness_verdicts_total", verdict="pass") == 5
-        assert value(found, "groundedness_verdicts_total", verdict="fail") == 3
-        assert value(found, "groundedness_verdicts_total", verdict="error") == 0
+        # RULES by default: groundedness alone, each verdict counted under its rule.
+        verdict_series = {labels: v for (name, labels), v in found.items()
+                          if name == "groundedness_verdicts_total"}
+        assert verdict_series == {
+            (("rule", "groundedness"), ("verdict", "pass")): 5,
+            (("rule", "groundedness"), ("verdict", "fail")): 3,
+            (("rule", "groundedness"), ("verdict", "error")): 0,
+        }
         assert value(found, "groundedness_skipped_total") == 2
         assert value(found, "groundedness_dead_letters_total") == 1
         assert value(found, "groundedness_judge_latency_seconds_count") == 8

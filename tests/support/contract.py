@@ -38,6 +38,8 @@ CONTRACT_VARS = frozenset(
         "TRACE_QUIET_SECONDS",
         "TRACE_MAX_WAIT_SECONDS",
         "MAX_OPEN_TRACES",
+        "RULES",
+        "CITATION_PATTERN",
     }
 )
 # Beyond the contract: the drain time, which the chart ties to the pod's grace period.

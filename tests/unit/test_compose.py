@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from consumer.rules.registry import parse_rules
 from tests.support.contract import CONTRACT_VARS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,6 +131,19 @@ def test_worker(services: dict[str, Service]) -> None:
     grace = re.fullmatch(r"(\d+)s", worker["stop_grace_period"])
     assert grace is not None
     assert int(grace.group(1)) > 45
+
+
+@pytest.mark.parametrize("name", ["worker", "worker-spans"])
+def test_the_workers_take_their_rules_from_the_host(
+    services: dict[str, Service], name: str
+) -> None:
+    # `RULES=missing_citation docker compose up` changes the rules; unset, compose's default.
+    env = environment(services[name])
+    default = re.fullmatch(r"\$\{RULES:-([^}]*)\}", env["RULES"])
+    assert default is not None, env["RULES"]
+    assert parse_rules(default.group(1)) == ("groundedness",)
+    # Unset or empty: missing_citation's default markers.
+    assert env["CITATION_PATTERN"] == "${CITATION_PATTERN:-}"
 
 
 def test_local_judge(services: dict[str, Service]) -> None:

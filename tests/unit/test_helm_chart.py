@@ -6,6 +6,8 @@ No cluster and no network: only ``helm lint`` and ``helm template``.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shutil
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from consumer.rules.registry import KNOWN_RULES
 from tests.support.contract import WORKER_VARS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +42,7 @@ ALWAYS_CONFIGURED = frozenset(
         "JUDGE_MODEL",
         "JUDGE_TIMEOUT_SECONDS",
         "JUDGE_MAX_CONCURRENCY",
-        "MIN_ACCEPTABLE_SCORE",
+        "RULES",
         "MAX_DOCUMENTS",
         "MAX_DOCUMENT_CHARS",
         "MAX_OUTPUT_CHARS",
@@ -146,6 +149,23 @@ VALID_CASES: dict[str, Values] = {
         "logging": {"level": "debug", "format": "console"},
     },
     "score-zero": {"minAcceptableScore": 0},
+    # Every rule, and missing_citation's own markers (a backslash and a CJK bracket to quote).
+    "all-rules": {
+        "minAcceptableScore": 0.5,
+        "rules": ["groundedness", "missing_citation", "answered_without_tool"],
+        "citationPattern": r"\[\d+\]|【\d+】",
+    },
+    # No judge: no key and no threshold asked for, and none referenced.
+    "key-less": {"rules": ["missing_citation"]},
+    # A key given anyway is left out; the chart's Secret holds only what the pod reads.
+    "key-less-sasl": {
+        "rules": ["answered_without_tool", "missing_citation"],
+        "secrets": {"openaiApiKey": "sk-unused-456", "kafkaSaslPassword": "hunter2"},
+        "kafka": {
+            "securityProtocol": "SASL_PLAINTEXT",
+            "sasl": {"mechanism": "PLAIN", "username": "gw"},
+        },
+    },
 }
 
 # Values combinations that must fail to render, with a fragment of the expected message.
@@ -179,6 +199,49 @@ INVALID_CASES: dict[str, tuple[Values, tuple[str, ...], str]] = {
         "minAcceptableScore is required",
     ),
     "min-score-above-one": ({"minAcceptableScore": 1.5}, (), "minAcceptableScore"),
+    "min-score-above-one-without-groundedness": (
+        {"rules": ["missing_citation"], "minAcceptableScore": 1.5},
+        (),
+        "minAcceptableScore",
+    ),
+    "groundedness-among-rules-without-min-score": (
+        {"rules": ["missing_citation", "groundedness"]},
+        (),
+        "minAcceptableScore",
+    ),
+    "groundedness-among-rules-without-min-score-template-check": (
+        {"rules": ["missing_citation", "groundedness"]},
+        ("--skip-schema-validation",),
+        "minAcceptableScore is required while rules include groundedness",
+    ),
+    # Schema messages as helm >= 3.18 words them (scripts/install-helm builds 3.22).
+    "no-rule": ({"rules": []}, (), "at '/rules': minItems"),
+    "no-rule-template-check": (
+        {"rules": []},
+        ("--skip-schema-validation",),
+        "rules names no rule; the known rules are groundedness, missing_citation, "
+        "answered_without_tool",
+    ),
+    "unknown-rule": (
+        {"minAcceptableScore": 0.5, "rules": ["groundedness", "hallucination"]},
+        (),
+        "'groundedness', 'missing_citation', 'answered_without_tool'",
+    ),
+    "unknown-rule-template-check": (
+        {"minAcceptableScore": 0.5, "rules": ["groundedness", "hallucination"]},
+        ("--skip-schema-validation",),
+        'rules: unknown rule "hallucination"; the known rules are',
+    ),
+    "rules-as-a-comma-string": (
+        {"rules": "missing_citation,answered_without_tool"},
+        (),
+        "at '/rules': got string, want array",
+    ),
+    "rules-as-a-comma-string-template-check": (
+        {"rules": "missing_citation,answered_without_tool"},
+        ("--skip-schema-validation",),
+        "rules must be a list, e.g. --set 'rules={groundedness,missing_citation}'",
+    ),
     "min-score-not-a-number": ({"minAcceptableScore": "high"}, (), "minAcceptableScore"),
     "grace-equal-to-drain": (
         {"minAcceptableScore": 0.5, "drainSeconds": 60, "terminationGracePeriodSeconds": 60},
@@ -318,6 +381,11 @@ def scaler_auth(manifests: list[Manifest]) -> dict[str, Manifest]:
     return {ref["parameter"]: ref for ref in refs}
 
 
+def judging(case: str) -> bool:
+    """Whether a VALID_CASES entry runs the judge (the chart's default rules do)."""
+    return "groundedness" in VALID_CASES[case].get("rules", ["groundedness"])
+
+
 def iter_strings(node: object) -> Iterator[str]:
     if isinstance(node, str):
         yield node
@@ -355,7 +423,9 @@ def test_configmap_keys_are_contract_names(
     assert all(isinstance(value, str) for value in data.values())
     for key in INTEGER_VARS & set(data):
         assert re.fullmatch(r"[0-9]+", data[key]), f"{key}={data[key]!r}"
-    assert 0 <= float(data["MIN_ACCEPTABLE_SCORE"]) <= 1
+    assert data["RULES"] == ",".join(VALID_CASES[case].get("rules", ["groundedness"]))
+    if judging(case):
+        assert 0 <= float(data["MIN_ACCEPTABLE_SCORE"]) <= 1
     container = worker_container(manifests)
     assert container["envFrom"] == [
         {"configMapRef": {"name": one(manifests, "ConfigMap")["metadata"]["name"]}}
@@ -367,7 +437,7 @@ def test_secrets_come_from_secret_refs(render: Callable[[str], list[Manifest]], 
     manifests = render(case)
     env = env_by_name(manifests)
     assert set(env) <= WORKER_VARS
-    assert "OPENAI_API_KEY" in env
+    assert ("OPENAI_API_KEY" in env) is judging(case)
     for name in SECRET_VARS & set(env):
         assert "value" not in env[name]
         assert set(env[name]["valueFrom"]) == {"secretKeyRef"}
@@ -454,6 +524,23 @@ def test_service_pdb_and_service_account(
     assert ("replicas" in deployment["spec"]) is not scaled
 
 
+def test_every_contract_variable_can_be_set(render: Callable[[str], list[Manifest]]) -> None:
+    # A variable added to the contract but not to the chart fails here.
+    named: set[str] = set()
+    for case in VALID_CASES:
+        manifests = render(case)
+        named |= set(config(manifests)) | set(env_by_name(manifests))
+    assert sorted(WORKER_VARS - named) == []
+
+
+def test_the_chart_knows_the_workers_rules() -> None:
+    # A rule added to the registry but not to the chart could not be configured with it.
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    assert tuple(schema["properties"]["rules"]["items"]["enum"]) == KNOWN_RULES
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text(encoding="utf-8")
+    assert f"\n{', '.join(KNOWN_RULES)}\n" in helpers
+
+
 # --- specific combinations ---
 
 
@@ -468,7 +555,9 @@ def test_defaults(render: Callable[[str], list[Manifest]]) -> None:
     assert data["HEALTH_PORT"] == "8080"
     assert data["DRAIN_TIMEOUT_SECONDS"] == "45"
     assert data["KAFKA_SECURITY_PROTOCOL"] == "PLAINTEXT"
+    assert data["RULES"] == "groundedness"
     for unset in (
+        "CITATION_PATTERN",
         "OPENAI_BASE_URL",
         "JUDGE_REQUESTS_PER_MINUTE",
         "JUDGE_TOKENS_PER_MINUTE",
@@ -535,6 +624,52 @@ def test_changing_config_or_secret_rolls_pods(helm: Helm) -> None:
     assert base["checksum/config"] != other_config["checksum/config"]
     assert base["checksum/secret"] == other_config["checksum/secret"]
     assert base["checksum/secret"] != other_secret["checksum/secret"]
+
+
+def test_all_rules_and_a_citation_pattern(render: Callable[[str], list[Manifest]]) -> None:
+    manifests = render("all-rules")
+    data = config(manifests)
+    assert data["RULES"] == "groundedness,missing_citation,answered_without_tool"
+    # The regex reaches the worker as written: quoting keeps its backslashes and brackets.
+    assert data["CITATION_PATTERN"] == r"\[\d+\]|【\d+】"
+    assert data["MIN_ACCEPTABLE_SCORE"] == "0.5"
+    assert secret_ref(manifests, "OPENAI_API_KEY") == (FULLNAME, "OPENAI_API_KEY")
+
+
+def test_without_groundedness_no_key_and_no_threshold(
+    render: Callable[[str], list[Manifest]],
+) -> None:
+    manifests = render("key-less")
+    data = config(manifests)
+    assert data["RULES"] == "missing_citation"
+    assert "MIN_ACCEPTABLE_SCORE" not in data
+    assert "env" not in worker_container(manifests)
+    # No Secret to fill in, and nothing anywhere that names the key.
+    assert objects(manifests, "Secret") == []
+    assert not any("OPENAI_API_KEY" in text for m in manifests for text in iter_strings(m))
+    annotations = one(manifests, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert "checksum/secret" not in annotations
+
+
+def test_without_groundedness_the_secret_holds_only_the_sasl_password(
+    render: Callable[[str], list[Manifest]],
+) -> None:
+    manifests = render("key-less-sasl")
+    secret = one(manifests, "Secret", FULLNAME)
+    assert set(secret["data"]) == {"KAFKA_SASL_PASSWORD"}
+    unused_key = VALID_CASES["key-less-sasl"]["secrets"]["openaiApiKey"]
+    assert base64.b64encode(unused_key.encode()).decode() not in secret["data"].values()
+    assert set(env_by_name(manifests)) == {"KAFKA_SASL_PASSWORD"}
+    assert secret_ref(manifests, "KAFKA_SASL_PASSWORD") == (FULLNAME, "KAFKA_SASL_PASSWORD")
+    assert config(manifests)["RULES"] == "answered_without_tool,missing_citation"
+
+
+def test_a_threshold_given_without_groundedness_still_reaches_the_worker(helm: Helm) -> None:
+    # The worker checks it even unused; adding groundedness later needs no other change.
+    result = helm.template({"rules": ["missing_citation"], "minAcceptableScore": 0.6})
+    assert result.returncode == 0, result.stderr
+    manifests = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    assert config(manifests)["MIN_ACCEPTABLE_SCORE"] == "0.6"
 
 
 def test_keda_with_sasl_and_tls(render: Callable[[str], list[Manifest]]) -> None:

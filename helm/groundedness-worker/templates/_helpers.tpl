@@ -46,6 +46,31 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/* The rule names RULES takes (consumer/rules/registry.py's KNOWN_RULES). */}}
+{{- define "groundedness-worker.knownRules" -}}
+groundedness, missing_citation, answered_without_tool
+{{- end }}
+
+{{/*
+"true" when groundedness is among the rules: only the judge needs OPENAI_API_KEY and
+MIN_ACCEPTABLE_SCORE, so without it the chart asks for neither (the worker starts without them).
+*/}}
+{{- define "groundedness-worker.judging" -}}
+{{- if and (kindIs "slice" .Values.rules) (has "groundedness" .Values.rules) }}true{{ end }}
+{{- end }}
+
+{{- define "groundedness-worker.scoreRequired" -}}
+minAcceptableScore is required while rules include groundedness: set MIN_ACCEPTABLE_SCORE with --set minAcceptableScore=0.5 (a number between 0 and 1)
+{{- end }}
+
+{{/*
+"true" when the chart creates its own Secret: no existingSecret, and something in it is read
+(the judge's key while judging, the SASL password with SASL).
+*/}}
+{{- define "groundedness-worker.chartSecret" -}}
+{{- if and (not .Values.existingSecret) (or (include "groundedness-worker.judging" .) (include "groundedness-worker.kafkaSasl" .)) }}true{{ end }}
+{{- end }}
+
 {{/*
 Name of the Secret holding OPENAI_API_KEY / KAFKA_SASL_PASSWORD: existingSecret or the chart's.
 */}}
@@ -96,10 +121,26 @@ Cross-field checks that a JSON schema cannot express. Included by the Deployment
 render (install, upgrade, template, lint) fails early with one clear message.
 */}}
 {{- define "groundedness-worker.validate" -}}
-{{- $_ := required "minAcceptableScore is required: set MIN_ACCEPTABLE_SCORE with --set minAcceptableScore=0.5 (a number between 0 and 1)" .Values.minAcceptableScore }}
+{{- $known := include "groundedness-worker.knownRules" . }}
+{{- if not (kindIs "slice" .Values.rules) }}
+{{- fail (printf "rules must be a list, e.g. --set 'rules={groundedness,missing_citation}'; the known rules are %s" $known) }}
+{{- end }}
+{{- if not .Values.rules }}
+{{- fail (printf "rules names no rule; the known rules are %s" $known) }}
+{{- end }}
+{{- range .Values.rules }}
+{{- if not (has . (splitList ", " $known)) }}
+{{- fail (printf "rules: unknown rule %q; the known rules are %s" (toString .) $known) }}
+{{- end }}
+{{- end }}
+{{- if include "groundedness-worker.judging" . }}
+{{- $_ := required (include "groundedness-worker.scoreRequired" .) .Values.minAcceptableScore }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.minAcceptableScore) }}
 {{- $score := float64 .Values.minAcceptableScore }}
 {{- if or (lt $score 0.0) (gt $score 1.0) }}
 {{- fail (printf "minAcceptableScore must be between 0 and 1, got %v" .Values.minAcceptableScore) }}
+{{- end }}
 {{- end }}
 {{- $grace := int64 .Values.terminationGracePeriodSeconds }}
 {{- $drain := int64 .Values.drainSeconds }}

@@ -63,6 +63,7 @@ async def test_metrics_are_the_prometheus_exposition_of_the_registry(
 ) -> None:
     _, client = served
     metrics.IN_FLIGHT.set(7)
+    metrics.expect_rules(["groundedness"])  # what wiring does for RULES
     response = await client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
@@ -74,7 +75,7 @@ async def test_metrics_are_the_prometheus_exposition_of_the_registry(
         assert name in families, name
     assert families["groundedness_in_flight"].samples[0].value == 7
     verdicts = {s.labels["verdict"] for s in families["groundedness_verdicts"].samples
-                if s.name == "groundedness_verdicts_total"}
+                if s.name == "groundedness_verdicts_total" and s.labels["rule"] == "groundedness"}
     assert verdicts == {"pass", "fail", "error"}  # present at 0 before the first verdict
 
     openmetrics = await client.get(

@@ -65,6 +65,8 @@ async def test_every_applicable_rule_gives_one_verdict_in_rules_order() -> None:
         assert (checked.verdict, checked.score, checked.judge_model, checked.threshold,
                 checked.raw_score, checked.usage) == ("pass", 1.0, None, None, None, None)
         assert checked.source == SOURCE
+        assert checked.truncation.documents_received == 1
+        assert not checked.truncation.any
     assert verdicts[1].reason == 'citation marker "[1]" found'
 
 
