@@ -82,6 +82,7 @@ async def measure(count: int, concurrency: int, latency_s: float) -> dict[str, A
             "VERDICTS_TOPIC": await bench.topic("verdicts"), "DLQ_TOPIC": await bench.topic("dlq"),
             "CONSUMER_GROUP": bench.name("group"), "MIN_ACCEPTABLE_SCORE": "0.5",
             "JUDGE_MAX_CONCURRENCY": str(concurrency), "LOG_LEVEL": "warning",
+            "JUDGE_CACHE_SIZE": "0",  # repeated sample texts: measure the judge path itself
         }
         await produce(bootstrap, traces_topic, count, base_ms)
         judge = await start_judge(bench, latency_s)

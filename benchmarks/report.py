@@ -89,6 +89,13 @@ def _span_tables(results: dict[str, Any]) -> list[str]:
               f"{parts['judged_per_record'] * parts['verdict_ms']:.3f} |",
               f"| **ceiling** | **{1000 / ceiling['records_per_cpu_s']:.3f}** = "
               f"{ceiling['records_per_cpu_s']:.0f} records per CPU-s |"]
+    if "publish_ms" in parts:
+        with_publish = ceiling["with_publish_records_per_cpu_s"]
+        lines += [f"| {parts['judged_per_record']:g} x publishing a verdict (serialised, "
+                  f"produced, acknowledged: {parts['publish_ms']:.3f} a verdict) | "
+                  f"{parts['judged_per_record'] * parts['publish_ms']:.3f} |",
+                  f"| **ceiling with publishing** | **{1000 / with_publish:.3f}** = "
+                  f"{with_publish:.0f} records per CPU-s |"]
     return lines
 
 

@@ -80,6 +80,9 @@ async def run_spans(
             f"{parts['map_ms']:.3f}) ms = {ceiling['records_per_cpu_s']:.0f} records per "
             f"CPU-s; worker {worker['records_per_cpu_s']:.0f} per CPU-s = "
             f"{result['ratio_to_ceiling']:.3f} of it")
+        say(f"  with publishing a verdict ({parts['publish_ms']:.3f} ms each) as a part: "
+            f"{ceiling['with_publish_records_per_cpu_s']:.0f} records per CPU-s; worker "
+            f"{result['ratio_to_ceiling_with_publish']:.3f} of it")
     if "spans_memory" in chosen:
         cap = sizes.memory_assembly.max_open_traces
         count = cap + sizes.memory_past

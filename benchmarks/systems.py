@@ -153,6 +153,8 @@ def start_system(bench: Bench, spec: RunSpec) -> Child:
         "JUDGE_MAX_CONCURRENCY": str(spec.concurrency),
         "BATCH_SIZE": str(spec.concurrency),
         "MIN_ACCEPTABLE_SCORE": "0.75",
+        # The bench repeats a sample's texts: reused answers would not measure the judge path.
+        "JUDGE_CACHE_SIZE": "0",
         "HEALTH_PORT": "0",
         "LOG_LEVEL": spec.log_level,
         "LOG_FORMAT": "json",

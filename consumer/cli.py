@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.set_defaults(command=_replay)
 
     check = commands.add_parser(
-        "check", help="judge traces from a JSON or JSON-lines file, without Kafka"
+        "check", help="run the rules of RULES on traces from a JSON or JSON-lines file, "
+                      "without Kafka"
     )
     check.add_argument("file", metavar="FILE",
                        help="one JSON document or JSON lines; - for stdin")
@@ -88,17 +89,22 @@ def _parser() -> argparse.ArgumentParser:
                             "when the first JSON object has resourceSpans")
     check.set_defaults(command=_check)
 
-    evaluate = commands.add_parser("eval", help="measure the judge against labelled traces")
+    evaluate = commands.add_parser(
+        "eval", help="measure the judge, or the rules, against labelled traces")
     evaluate.add_argument("--dataset", type=Path, required=True, metavar="FILE",
                           help="labelled JSON lines (input, documents, output, label), or a "
-                               "benchmark's file (see --format)")
-    evaluate.add_argument("--format", dest="dataset_format", default="labelled",
-                          choices=("labelled", "aggrefact", "halubench"),
-                          help="labelled (the default): the worker's labelled JSON lines; "
+                               "file of another --format")
+    evaluate.add_argument("--format", dest="dataset_format",
+                          choices=("labelled", "aggrefact", "halubench", "rules"),
+                          help="labelled: the worker's labelled JSON lines (the default, "
+                               "unless the first line has labels per rule: rules); "
                                "aggrefact: LLM-AggreFact (doc, claim, label 1/0); halubench: "
                                "HaluBench (passage, question, answer, label PASS/FAIL); "
                                "benchmarks as CSV, JSON lines or Parquet (needs pyarrow), "
-                               "reported beside their published figures")
+                               "reported beside their published figures; rules: trace events "
+                               "with labels per rule (pass, fail, not_applicable), as "
+                               "consumer/data/rules-sample.jsonl, each rule of RULES measured "
+                               "against its labels")
     evaluate.add_argument("--json", type=Path, required=True, metavar="PATH",
                           help="write the metrics here")
     evaluate.add_argument("--plot", type=Path, metavar="PATH.png",
@@ -107,8 +113,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(*, progress_bar: bool = False) -> Settings:
-    settings = load_settings()
+def _settings(*, progress_bar: bool = False, require_threshold: bool = True) -> Settings:
+    settings = load_settings(require_threshold=require_threshold)
     level = settings.log_level
     if progress_bar and interactive() and level == "info":
         level = "warning"  # a person watches the bar; per-record lines would bury it
@@ -181,13 +187,16 @@ def _check(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from consumer.commands.benchmark_sets import BENCHMARKS
     from consumer.commands.eval_report import benchmark_table, eval_table, plot_scores
-    from consumer.commands.offline import evaluate_dataset, read_dataset
+    from consumer.commands.offline import evaluate_dataset, read_dataset, sniff_dataset_format
 
+    dataset_format = args.dataset_format or sniff_dataset_format(args.dataset)
+    if dataset_format == "rules":
+        return _eval_rules(args)
     settings = _settings(progress_bar=True)
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("--plot needs matplotlib: pip install 'groundedness-worker[plot]'")
-    rows = read_dataset(args.dataset, args.dataset_format)
-    report = asyncio.run(evaluate_dataset(settings, rows, BENCHMARKS.get(args.dataset_format)))
+    rows = read_dataset(args.dataset, dataset_format)
+    report = asyncio.run(evaluate_dataset(settings, rows, BENCHMARKS.get(dataset_format)))
     report["dataset"] = str(args.dataset)
     _write_json(args.json, report)
     Console().print(eval_table(report, str(args.dataset)))
@@ -195,6 +204,23 @@ def _eval(args: argparse.Namespace) -> int:
         Console().print(benchmark_table(report))
     if args.plot is not None:
         plot_scores(args.plot, report)
+    return 0
+
+
+def _eval_rules(args: argparse.Namespace) -> int:
+    from consumer.commands.eval_report import rules_tables
+    from consumer.commands.rule_eval import evaluate_rules, read_rule_dataset
+
+    if args.plot is not None:
+        raise ConfigError("--plot draws the judge's scores: not with --format rules")
+    # MIN_ACCEPTABLE_SCORE only if groundedness is judged: RULES names it and the set labels it.
+    settings = _settings(progress_bar=True, require_threshold=False)
+    rows = read_rule_dataset(args.dataset)
+    report = asyncio.run(evaluate_rules(settings, rows))
+    report["dataset"] = str(args.dataset)
+    _write_json(args.json, report)
+    for table in rules_tables(report, str(args.dataset)):
+        Console().print(table)
     return 0
 
 

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from consumer.cost.trace_filter import SETTING as FILTER_SETTING
+from consumer.cost.trace_filter import TraceFilter, compile_filter
 from consumer.errors import ConfigError
 from consumer.judge.shape import minimum_request_tokens
 from consumer.rules.missing_citation import compile_citation_pattern
@@ -63,6 +65,13 @@ class Settings(BaseSettings):
     rules: Annotated[tuple[str, ...], NoDecode] = (GROUNDEDNESS,)
     citation_pattern: re.Pattern[str] | None = None
 
+    # Cost controls (DESIGN.md): what is judged, answers reused, and what it costs.
+    sample_rate: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)
+    trace_filter: TraceFilter | None = None
+    judge_cache_size: int = Field(default=10_000, ge=0)
+    judge_price_input_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    judge_price_output_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
     health_port: int = Field(default=8080, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
@@ -102,6 +111,35 @@ class Settings(BaseSettings):
         if isinstance(value, str):  # a blank RULES is the default, as an unset one
             return parse_rules(value) if value.strip() else (GROUNDEDNESS,)
         return parse_rules(",".join(value)) if isinstance(value, list | tuple) else value
+
+    @field_validator("trace_filter", mode="before")
+    @classmethod
+    def _jmespath(cls, value: Any) -> Any:
+        if isinstance(value, str):  # blank: every trace
+            if not value.strip():
+                return None
+            try:
+                return compile_filter(value)
+            except ValueError as exc:  # its message names the setting already
+                raise ValueError(str(exc).removeprefix(f"{FILTER_SETTING}: ")) from None
+        return value
+
+    @field_validator("judge_price_input_per_million", "judge_price_output_per_million",
+                     mode="before")
+    @classmethod
+    def _blank_price_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _both_prices_or_none(self) -> Settings:
+        # One price alone would give costs that look complete and are too low.
+        given = (self.judge_price_input_per_million, self.judge_price_output_per_million)
+        if (given[0] is None) != (given[1] is None):
+            raise ValueError(
+                "JUDGE_PRICE_INPUT_PER_MILLION and JUDGE_PRICE_OUTPUT_PER_MILLION go together: "
+                "set both (USD per million tokens) or neither"
+            )
+        return self
 
     @field_validator("citation_pattern", mode="before")
     @classmethod

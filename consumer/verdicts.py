@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from consumer.cost.pricing import Prices
 from consumer.judge.prompt import PROMPT_VERSION, normalise_score
 from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.redaction import redact
@@ -32,6 +33,7 @@ from schemas.verdict import (
     RuleName,
     Source,
     Truncation,
+    Usage,
     VerdictError,
     VerdictEvent,
 )
@@ -70,6 +72,10 @@ class TraceOrigin:
     root_seen: bool
     closed_by: str  # "quiet" | "max_wait"
     capped: int = 0  # GenAI spans not kept: over the trace's bounds
+    # The resource's service and deployment environment: what TRACE_FILTER sees of a trace
+    # from spans (not on the verdict).
+    service: str | None = None
+    environment: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,8 @@ class Context:
     origin: TraceOrigin | None = None  # None for a trace_json event
     rule: RuleName = RULE
     prompt_version: str = PROMPT_VERSION  # the rule's name@version
+    cached: bool = False  # the judge's answer to an identical request, reused
+    prices: Prices | None = None  # JUDGE_PRICE_*: the verdict then carries its cost
 
 
 def origin_fields(origin: TraceOrigin | None, secrets: Sequence[str] = ()) -> dict[str, Any]:
@@ -137,6 +145,7 @@ def judged(trace: TraceEvent, answered: Answered, ctx: Context) -> VerdictEvent:
         evaluated_at=_now(),
         source=ctx.source,
         **origin_fields(ctx.origin, ctx.secrets),
+        **_cost_fields(answered.usage, ctx),
     )
 
 
@@ -164,6 +173,7 @@ def errored(trace: TraceEvent, failed: TraceFailed, ctx: Context) -> VerdictEven
         evaluated_at=_now(),
         source=ctx.source,
         **origin_fields(ctx.origin, ctx.secrets),
+        **_cost_fields(failed.usage, ctx),
     )
 
 
@@ -193,6 +203,12 @@ def checked(trace: TraceEvent, passed: bool, reason: str, ctx: Context) -> Verdi
         source=ctx.source,
         **origin_fields(ctx.origin, ctx.secrets),
     )
+
+
+def _cost_fields(usage: Usage | None, ctx: Context) -> dict[str, Any]:
+    """``cached`` and ``cost_usd`` of a judged verdict (an error's tokens cost money too)."""
+    cost = ctx.prices.cost_usd(usage) if ctx.prices is not None else None
+    return {"cached": ctx.cached, "cost_usd": cost}
 
 
 def _id(trace: TraceEvent, ctx: Context) -> str:

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.cost.judge_cache import JudgeCache
+from consumer.cost.pricing import Prices
 from consumer.evaluate import Evaluator
 from consumer.judge.client import OpenAIJudge, build_judge
 from consumer.judge.prompt import Limits
@@ -64,23 +67,37 @@ def make_judge(settings: Settings) -> OpenAIJudge:
 
 
 def make_evaluator(settings: Settings, judge: OpenAIJudge | None = None) -> Evaluator:
-    """Judge (``make_judge`` unless given), threshold and limits from the settings."""
+    """Judge (``make_judge`` unless given), threshold, limits, answer cache and prices from
+    the settings."""
     return Evaluator(judge or make_judge(settings), settings.threshold, limits(settings),
-                     secrets=settings.secrets())
+                     secrets=settings.secrets(), cache=JudgeCache(settings.judge_cache_size),
+                     prices=prices(settings))
 
 
-def make_rules(settings: Settings, judge: OpenAIJudge | None = None) -> RuleSet:
-    """The rules of ``RULES``, in its order: with ``groundedness``, the evaluator
+def prices(settings: Settings) -> Prices | None:
+    """``JUDGE_PRICE_*_PER_MILLION``, when set (both are, or neither)."""
+    given = settings.judge_price_input_per_million, settings.judge_price_output_per_million
+    return Prices(given[0], given[1]) if given[0] is not None and given[1] is not None else None
+
+
+def make_rules(settings: Settings, judge: OpenAIJudge | None = None, *,
+               names: Sequence[str] | None = None, select: bool = True) -> RuleSet:
+    """The rules of ``RULES`` (or ``names``), in order: with ``groundedness``, the evaluator
     (``make_judge`` unless given: refuses without ``OPENAI_API_KEY``); without it, no judge
-    and no key."""
+    and no key. ``select``: ``SAMPLE_RATE`` and ``TRACE_FILTER`` choose the traces judged
+    (``eval`` measures every labelled row, so it does not select)."""
+    names = tuple(settings.rules if names is None else names)
     options = RuleOptions(citation_pattern=settings.citation_pattern)
-    checks = {rule.name: rule for rule in build_rules(settings.rules, options)}
+    checks = {rule.name: rule for rule in build_rules(names, options)}
     rules: list[JudgedRule | DeterministicRule] = [
         Groundedness(make_evaluator(settings, judge)) if name == GROUNDEDNESS else checks[name]
-        for name in settings.rules
+        for name in names
     ]
-    metrics.expect_rules(settings.rules)
-    return RuleSet(rules, settings.secrets())
+    metrics.expect_rules(names)
+    if not select:
+        return RuleSet(rules, settings.secrets())
+    return RuleSet(rules, settings.secrets(), sample_rate=settings.sample_rate,
+                   trace_filter=settings.trace_filter)
 
 
 # -- the pipeline -----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The verdict event published on ``VERDICTS_TOPIC``, keyed by ``verdict_id``.
 
-The fields from span input (``span_id`` … ``assembly``) are left out of the JSON when unset,
-so a verdict on a ``trace_json`` event is byte for byte what it was before they existed.
+The fields from span input (``span_id`` … ``assembly``) and of the cost controls (``cached``,
+``cost_usd``) are left out of the JSON when unset, so a verdict on a ``trace_json`` event is
+byte for byte what it was before they existed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ ClosedBy = Literal["quiet", "max_wait"]
 
 def _unset(value: object) -> bool:
     return value is None
+
+
+def _not_cached(value: object) -> bool:
+    return value is False
 
 
 class VerdictError(BaseModel):
@@ -137,3 +142,12 @@ class VerdictEvent(BaseModel):
         description="retrieval: retrieved documents; llm_input: the answer's LLM call input.",
     )
     assembly: Assembly | None = Field(default=None, exclude_if=_unset)
+    # Cost controls; omitted from the JSON when unset, as the span fields are.
+    cached: bool = Field(
+        default=False, exclude_if=_not_cached,
+        description="The judge's answer to an identical request was reused: no tokens spent.",
+    )
+    cost_usd: float | None = Field(
+        default=None, exclude_if=_unset,
+        description="USD for the judge's tokens at JUDGE_PRICE_*_PER_MILLION (0 when cached).",
+    )

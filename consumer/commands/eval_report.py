@@ -1,4 +1,5 @@
-"""How ``groundedness eval`` shows its metrics: a table, and the score distribution plot."""
+"""How ``groundedness eval`` shows its metrics: a table, and the score distribution plot; for
+``--format rules``, each rule's agreement with the labels and where they disagree."""
 
 from __future__ import annotations
 
@@ -76,6 +77,56 @@ def benchmark_table(report: dict[str, Any]) -> Table:
     return table
 
 
+MAX_DISAGREEMENTS_SHOWN = 20  # the rest are in --json
+
+
+def rules_tables(report: dict[str, Any], dataset: str) -> list[Table]:
+    """Each rule's agreement, its confusion (labels down, what the rule found across), and the
+    disagreements (the first ``MAX_DISAGREEMENTS_SHOWN``)."""
+    notes = []
+    if report["rules_without_labels"]:
+        notes.append(f"in RULES, no labels: {', '.join(report['rules_without_labels'])}")
+    if report["labels_not_run"]:
+        notes.append(f"labelled, not in RULES: {', '.join(report['labels_not_run'])}")
+    summary = Table(title=f"eval of the rules on {dataset} ({report['rows']} traces)",
+                    caption="\n".join(notes) or None)
+    for header in ("rule", "labelled", "agree", "accuracy", "applies accuracy"):
+        summary.add_column(header, justify="left" if header == "rule" else "right")
+    tables = [summary]
+    disagreements = Table(title="disagreements with the labels")
+    for header in ("rule", "trace", "label", "found", "reason"):
+        disagreements.add_column(header)
+    shown = more = 0
+    for name, rule in report["rules"].items():
+        title = rule["version"] or name  # name@version, once the rule gave a verdict
+        summary.add_row(title, str(rule["labelled"]), str(rule["agree"]),
+                        _percent_of(rule["accuracy"]), _percent_of(rule["applies_accuracy"]))
+        tables.append(_confusion_table(title, rule["confusion"]))
+        for row in rule["disagreements"]:
+            if shown == MAX_DISAGREEMENTS_SHOWN:
+                more += 1
+                continue
+            shown += 1
+            disagreements.add_row(name, row["trace_id"], row["label"], row["found"],
+                                  row["reason"] or "-")
+    if shown:
+        if more:
+            disagreements.caption = f"and {more} more in the --json report"
+        tables.append(disagreements)
+    return tables
+
+
+def _confusion_table(title: str, confusion: dict[str, dict[str, int]]) -> Table:
+    table = Table(title=f"{title}: label (rows) against what it found")
+    table.add_column("label")
+    found = list(next(iter(confusion.values())))
+    for kind in found:
+        table.add_column(kind.replace("_", " "), justify="right")
+    for label, cells in confusion.items():
+        table.add_row(label.replace("_", " "), *(str(cells[kind]) for kind in found))
+    return table
+
+
 def plot_scores(path: Path, report: dict[str, Any]) -> None:
     """Bars of the score distribution per label, with the best and configured thresholds."""
     try:
@@ -125,6 +176,10 @@ def plot_scores(path: Path, report: dict[str, Any]) -> None:
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _percent_of(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
 
 
 def _percent(value: float | None) -> str:

@@ -1,10 +1,12 @@
-"""``groundedness check`` and ``groundedness eval``: the judge without Kafka.
+"""``groundedness check`` and ``groundedness eval``: the rules without Kafka.
 
-Both read traces from a file, judge them concurrently (the judge holds at most
-``JUDGE_MAX_CONCURRENCY`` calls; at most ``max_in_flight`` evaluations are started ahead) and
-take the results in input order. ``check`` prints one verdict JSON line per trace; ``eval``
-compares the verdicts with labels (``consumer.commands.calibration``), from the worker's
-labelled JSON lines or a public benchmark's file (``consumer.commands.benchmark_sets``).
+Both read traces from a file, evaluate them concurrently (the judge holds at most
+``JUDGE_MAX_CONCURRENCY`` calls; at most ``max_in_flight`` traces are started ahead) and take
+the results in input order. ``check`` runs every rule of ``RULES`` and prints one verdict JSON
+line per trace and rule that applies, then a summary per rule on stderr; ``eval`` compares the
+judge's verdicts with labels (``consumer.commands.calibration``), from the worker's labelled
+JSON lines or a public benchmark's file (``consumer.commands.benchmark_sets``); the rules'
+labels of ``--format rules`` are ``consumer.commands.rule_eval``'s.
 
 ``check`` reads trace events (``trace_json``) or OpenTelemetry spans (``otlp_json``, assembled
 into traces by ``otlp_file``), one JSON document or JSON lines either way. ``auto`` tells them
@@ -16,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Iterable
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -30,12 +32,11 @@ from consumer.commands.calibration import Confusion, best_threshold, confusion, 
 from consumer.commands.otlp_file import read_otlp_chunks
 from consumer.commands.progress import Reporter
 from consumer.errors import ConfigError, DecodeError
-from consumer.evaluate import Evaluation
 from consumer.jsonl import numbered_lines, parse_labelled, read_text
 from consumer.settings import Settings
 from consumer.stream.decode import decode_trace
 from consumer.verdicts import TraceOrigin
-from consumer.wiring import make_evaluator, max_in_flight
+from consumer.wiring import make_evaluator, make_rules, max_in_flight
 from schemas.trace import Document, TraceEvent
 
 EXIT_OK = 0
@@ -45,13 +46,15 @@ CheckFormat = Literal["auto", "trace_json", "otlp_json"]
 CHECK_FORMATS: tuple[CheckFormat, ...] = ("auto", "trace_json", "otlp_json")
 _OTLP_KEYS = ("resourceSpans", "resource_spans")
 
+T = TypeVar("T")
+
 
 async def evaluate_in_order(
-    evaluations: Iterable[Coroutine[Any, Any, Evaluation]], limit: int
-) -> AsyncIterator[Evaluation]:
+    evaluations: Iterable[Coroutine[Any, Any, T]], limit: int
+) -> AsyncIterator[T]:
     """Run the evaluations concurrently, at most ``limit`` started ahead; yield them in input
     order. ``evaluations`` is lazy (a generator): each is created when its turn comes."""
-    pending: deque[asyncio.Task[Evaluation]] = deque()
+    pending: deque[asyncio.Task[T]] = deque()
     try:
         for evaluation in evaluations:
             if len(pending) >= limit:
@@ -165,23 +168,44 @@ def _looks_like_otlp(whole: object, chunks: list[tuple[int, str]]) -> bool:
 
 
 async def check(settings: Settings, text: str, file_format: CheckFormat = "auto") -> int:
-    """Print a verdict line per trace, in input order; the exit code."""
-    evaluator = make_evaluator(settings)  # refuses without an API key, before reading
+    """Print a verdict line per trace and rule that applies, in input order (a trace's in
+    ``RULES`` order), then a summary per rule on stderr; the exit code."""
+    # Refuses without an API key before reading, when RULES names groundedness.
+    rules = make_rules(settings)
     found = read_check_input(text, file_format)
     for message in (*found.problems, *found.skipped):
         print(f"check: {message}", file=sys.stderr)
-    errors = 0
+    counts: Counter[tuple[str, str]] = Counter()  # (rule, verdict) -> verdicts
     try:
         results = evaluate_in_order(
-            (evaluator.evaluate(item.trace, origin=item.origin) for item in found.traces),
+            (rules.evaluate(item.trace, origin=item.origin) for item in found.traces),
             max_in_flight(settings),
         )
-        async for evaluation in results:
-            errors += evaluation.verdict.verdict == "error"
-            print(evaluation.verdict.model_dump_json(), flush=True)
+        async for found_for_trace in results:
+            for evaluation in found_for_trace.evaluations:
+                counts[evaluation.verdict.rule, evaluation.verdict.verdict] += 1
+                print(evaluation.verdict.model_dump_json(), flush=True)
     finally:
-        await evaluator.judge.close()
+        await rules.close()
+    if found.traces:
+        for line in check_summary(rules.names, counts, len(found.traces)):
+            print(f"check: {line}", file=sys.stderr)
+    errors = sum(count for (_, verdict), count in counts.items() if verdict == "error")
     return EXIT_NOT_ALL_JUDGED if errors or found.problems else EXIT_OK
+
+
+def check_summary(rules: Sequence[str], counts: Counter[tuple[str, str]],
+                  traces: int) -> list[str]:
+    """A line per rule: its verdicts, and the traces (of those with an answer) it did not
+    apply to."""
+    lines = []
+    for rule in rules:
+        verdicts = [counts[rule, kind] for kind in ("pass", "fail", "error")]
+        line = "{}: {} pass, {} fail, {} error".format(rule, *verdicts)
+        if traces > sum(verdicts):
+            line += f", not applicable to {traces - sum(verdicts)} of {traces} traces"
+        lines.append(line)
+    return lines
 
 
 # -- eval -------------------------------------------------------------------------------------
@@ -210,7 +234,8 @@ def read_dataset(path: Path, dataset_format: str = "labelled") -> list[Labelled]
     try:
         labelled = parse_labelled(text, str(path))
     except ValueError as exc:
-        raise ConfigError(f"--dataset: {exc}") from exc
+        hint = " (labels per rule: read it with --format rules)" if _labels_per_rule(text) else ""
+        raise ConfigError(f"--dataset: {exc}{hint}") from exc
     rows: list[Labelled] = []
     for row in labelled:
         try:
@@ -225,6 +250,27 @@ def read_dataset(path: Path, dataset_format: str = "labelled") -> list[Labelled]
             raise ConfigError(f"--dataset: {path}:{row.line}: {detail}") from exc
         rows.append(Labelled(trace, not row.grounded))
     return rows
+
+
+def sniff_dataset_format(path: Path) -> str:
+    """``eval``'s format when ``--format`` is not given: ``rules`` for a file whose first line
+    holds ``labels`` (rule -> label), else ``labelled`` (which names any problem reading it)."""
+    try:
+        text = read_text(path)
+    except (OSError, UnicodeDecodeError):
+        return "labelled"
+    return "rules" if _labels_per_rule(text) else "labelled"
+
+
+def _labels_per_rule(text: str) -> bool:
+    """Does the first line hold ``labels`` (rule -> label), as ``--format rules`` reads?"""
+    for _, line in numbered_lines(text):
+        try:
+            first = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(first, dict) and isinstance(first.get("labels"), dict)
+    return False
 
 
 def _read_benchmark_rows(path: Path, benchmark: BenchmarkSet) -> list[Labelled]:
@@ -253,6 +299,10 @@ async def evaluate_dataset(
 ) -> dict[str, Any]:
     """Judge every row with a progress bar; the metrics as ``eval --json`` writes them, with
     the ``benchmark`` figures when the rows are a benchmark's."""
+    if not settings.judging:  # the labels are groundedness's: nothing else to measure here
+        raise ConfigError(
+            f"--dataset has groundedness labels, and RULES ({','.join(settings.rules)}) does "
+            "not name groundedness: nothing to measure (--format rules reads labels per rule)")
     evaluator = make_evaluator(settings)
     judged = [row for row in rows if row.trace.has_output]
     ungrounded: list[bool] = []

@@ -20,6 +20,10 @@ is the replay's start, and a trace still open then is left to the live worker. I
 goes through the same pipeline, with the closed traces counted instead of judged and a sink
 that sends nothing (``replay_dry_run.py``).
 
+Every rule of ``RULES`` runs, as in ``run``: one verdict per trace and applicable rule, and a
+summary per rule; without ``groundedness`` no judge is built and no key is needed. A dry run
+runs the deterministic rules for real and only estimates the judge's calls.
+
 Verdict ids are deterministic, so replaying a window again overwrites rather than multiplies.
 """
 
@@ -44,9 +48,9 @@ from consumer.commands.replay_spans import read_log
 from consumer.commands.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS, SpanWindow, summarise
 from consumer.commands.replay_tally import RecordingSink, Tally
 from consumer.commands.replay_window import Window, WindowConsumer
+from consumer.commands.rule_choice import make_checks
 from consumer.errors import ConfigError
 from consumer.evaluate import Evaluator
-from consumer.judge.prompt import Limits
 from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings
 from consumer.stream import aiokafka_compat
@@ -140,8 +144,10 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
     """Replay the window; returns the summary (``complete`` is False if stopped early)."""
     if request.end is not None and request.end <= request.start:
         raise ConfigError("--to must be later than --from")
-    # Checked before any Kafka client exists, as for `run`; a dry run never calls the judge.
+    # Checked before any Kafka client exists, as for `run`; a dry run builds no judge, and
+    # runs only the deterministic rules.
     rules = None if request.dry_run else wiring.make_rules(settings)
+    checks = make_checks(settings) if request.dry_run else None
     stop = asyncio.Event()
     if threading.current_thread() is threading.main_thread():
         wiring.install_signal_handlers(stop)
@@ -180,37 +186,36 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
             window.check()
             if span_topic:
                 summary = await _replay_spans(settings, request, window, reader, rules,
-                                              started, started_at)
+                                              checks, started, started_at)
                 progress.update(window.completed)
                 return summary
             if rules is None:
-                dry = await _dry_run(
-                    WindowConsumer(reader, window), window, wiring.limits(settings)
-                )
+                dry = DryRun(wiring.limits(settings), checks, settings.judging)
+                await _dry_run(WindowConsumer(reader, window), window, dry)
                 progress.update(window.completed)
-                records = dry.would_judge + dry.skipped + dry.dead_lettered
                 return summarise(
-                    request.describe(window.complete), records,
-                    time.monotonic() - started, Counter(), dry=dry,
+                    request.describe(window.complete), window.records,
+                    time.monotonic() - started, Counter(), settings.rules, dry=dry,
                     price_per_million_tokens=request.price_per_million_tokens,
                 )
             tally = Tally()
             outcomes = (await _judge(settings, window, reader, rules, tally,
                                      started_at)).outcomes
             progress.update(window.completed)
-        # Every record read gets exactly one outcome, so once complete this counts them all.
-        records = sum(outcomes.values())
+        # The window's records read, each with one outcome once complete. Not the outcomes'
+        # sum: a trace's verdicts (one per rule that applies) are one record's outcome.
         return summarise(
-            request.describe(window.complete), records, time.monotonic() - started,
-            outcomes, tally,
+            request.describe(window.complete), window.records, time.monotonic() - started,
+            outcomes, rules.names, tally,
         )
     finally:
         try:
             await reader.stop()
         except KafkaError as exc:
             log.warning("replay_reader_stop_failed", error=str(exc))
-        if rules is not None:
-            await rules.close()
+        for rule_set in (rules, checks):
+            if rule_set is not None:
+                await rule_set.close()
 
 
 async def _judge(
@@ -243,17 +248,14 @@ async def _run_pipeline(
 
 async def _replay_spans(
     settings: Settings, request: ReplayRequest, window: Window, reader: AIOKafkaConsumer,
-    rules: RuleSet | None, started: float, started_at: float,
+    rules: RuleSet | None, checks: RuleSet | None, started: float, started_at: float,
 ) -> dict[str, Any]:
     """A span topic's window through the pipeline: judged, or (a dry run) counted."""
     tally, dry = Tally(), None
     if rules is None:
-        limits = wiring.limits(settings)
-        counter = TraceCounter(limits)
-        uncalled = Evaluator(UncalledJudge(settings.judge_model), settings.threshold, limits)
-        pipeline = await _run_pipeline(settings, window, reader, RuleSet.groundedness(uncalled),
-                                       NullSink(),
-                                       started_at, counter)
+        counter = TraceCounter(wiring.limits(settings), checks, settings.judging)
+        pipeline = await _run_pipeline(settings, window, reader, _uncalled(settings, checks),
+                                       NullSink(), started_at, counter)
         dry, no_candidate = counter.dry, counter.no_candidate
         dry.dead_lettered = pipeline.outcomes["dead_lettered"]
     else:
@@ -263,19 +265,28 @@ async def _replay_spans(
     assert span_path is not None  # noqa: S101 - the settings name a span format
     return summarise(
         request.describe(window.complete), window.records, time.monotonic() - started,
-        pipeline.outcomes, tally, dry=dry,
+        pipeline.outcomes, settings.rules, tally, dry=dry,
         price_per_million_tokens=request.price_per_million_tokens,
         spans=SpanWindow(span_path.counts, no_candidate, window.read_on),
     )
 
 
-async def _dry_run(consumer: WindowConsumer, window: Window, limits: Limits) -> DryRun:
+def _uncalled(settings: Settings, checks: RuleSet | None) -> RuleSet:
+    """The rules of a span topic's dry-run pipeline, which hands its closed traces to a
+    ``TraceCounter`` and so evaluates none: rules that call no judge."""
+    if checks is not None:
+        return checks
+    # RULES is groundedness alone, so MIN_ACCEPTABLE_SCORE is set.
+    uncalled = Evaluator(UncalledJudge(settings.judge_model), settings.threshold,
+                         wiring.limits(settings))
+    return RuleSet.groundedness(uncalled)
+
+
+async def _dry_run(consumer: WindowConsumer, window: Window, dry: DryRun) -> None:
     """A trace event topic's dry run: each record classified as the pipeline would."""
-    dry = DryRun()
     while not window.stop.is_set():
         batches = await consumer.getmany(timeout_ms=200, max_records=500)
         for tp, records in batches.items():
             for record in records:
-                dry.add(record, limits)
+                await dry.add(record)
             await window.commit({tp: records[-1].offset + 1})
-    return dry

@@ -1,26 +1,34 @@
 """What a replay's ``--dry-run`` counts, and the stand-ins that let a span topic's dry run go
 through the replay's own pipeline.
 
+A trace with an answer is counted per rule of ``RULES`` as the replay would take it: the
+deterministic rules are run for real (free and pure: their pass and fail counts are the
+replay's), while ``groundedness`` only has the judge's request built for its token estimate,
+never sent (``would_judge``). A trace no rule applies to counts ``not_applicable``.
+
 A trace event topic's dry run classifies each record as ``record_path.py`` would (``DryRun.add``).
 A span topic's runs the very ``Pipeline`` and ``SpanPath`` the replay runs, so the same records
 close the same traces at the same moments, early ones included; only a closed trace's way
 differs: ``TraceCounter`` takes the place of ``trace_path.py``'s, classifying it as that would
-(no candidate, empty answer, or judged) and building the judge's request for its token
-estimate, never calling the judge. The pipeline's evaluator holds a judge that must never be
-called (``UncalledJudge``), and its sink (``NullSink``) sends nothing: a record that would be
-dead-lettered is counted by the pipeline as usual.
+(no candidate, empty answer, or counted per rule). The pipeline's rules never call a judge (the
+deterministic rules, or a groundedness whose judge refuses to be called: ``UncalledJudge``), and
+its sink (``NullSink``) sends nothing: a record that would be dead-lettered is counted by the
+pipeline as usual.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from consumer.errors import DecodeError
 from consumer.judge.prompt import JudgeRequest, Limits, build_request
+from consumer.rules.rule_set import RuleSet
 from consumer.stream.decode import decode_trace
 from consumer.telemetry.assembly import ClosedTrace
 from consumer.telemetry.candidate import candidate
+from consumer.verdicts import TraceOrigin
+from schemas.trace import TraceEvent
 
 if TYPE_CHECKING:  # types only
     from consumer.judge.result import JudgeResult
@@ -29,16 +37,25 @@ if TYPE_CHECKING:  # types only
     from schemas.verdict import VerdictEvent
 
 
-@dataclass(slots=True)
 class DryRun:
-    """What a replay would do, read without judging or publishing."""
+    """What a replay would do, read without judging or publishing.
 
-    would_judge: int = 0
-    skipped: int = 0
-    dead_lettered: int = 0
-    estimated_tokens: int = 0
+    ``checks``: the deterministic rules of ``RULES`` (None when it names none); ``judging``:
+    ``RULES`` names ``groundedness``, so each trace with an answer would be judged."""
 
-    def add(self, record: Record, limits: Limits) -> None:
+    def __init__(self, limits: Limits, checks: RuleSet | None = None,
+                 judging: bool = True) -> None:
+        self.would_judge = 0  # traces the judge would be asked about
+        self.skipped = 0
+        self.dead_lettered = 0
+        self.not_applicable = 0  # traces with an answer no rule applies to
+        self.estimated_tokens = 0
+        self.by_rule: Counter[tuple[str, str]] = Counter()  # deterministic (rule, verdict)
+        self._limits = limits
+        self._checks = checks
+        self._judging = judging
+
+    async def add(self, record: Record) -> None:
         """Classify one trace event record as the pipeline would."""
         try:
             trace = decode_trace(record.value)
@@ -48,7 +65,19 @@ class DryRun:
         if not trace.has_output:
             self.skipped += 1
             return
-        self.count_request(build_request(trace, limits))
+        await self.count_trace(trace)
+
+    async def count_trace(self, trace: TraceEvent, origin: TraceOrigin | None = None) -> None:
+        """A trace with an answer: the deterministic rules' verdicts, the judge's request."""
+        # No source: nothing is published, and the verdicts are only counted.
+        checked = (await self._checks.evaluate(trace, None, origin)).evaluations \
+            if self._checks else []
+        for evaluation in checked:
+            self.by_rule[evaluation.verdict.rule, evaluation.verdict.verdict] += 1
+        if self._judging:  # groundedness applies to every trace with an answer
+            self.count_request(build_request(trace, self._limits))
+        elif not checked:
+            self.not_applicable += 1
 
     def count_request(self, request: JudgeRequest) -> None:
         """One trace the judge would be asked about, and its estimated tokens."""
@@ -58,12 +87,12 @@ class DryRun:
 
 class TraceCounter:
     """A span topic's dry run: each closed trace counted as ``TracePath`` would take it
-    (``stream/span_path.ClosedTraces``), its request built for the estimate, nothing judged."""
+    (``stream/span_path.ClosedTraces``), per rule, nothing judged."""
 
-    def __init__(self, limits: Limits) -> None:
-        self.dry = DryRun()
+    def __init__(self, limits: Limits, checks: RuleSet | None = None,
+                 judging: bool = True) -> None:
+        self.dry = DryRun(limits, checks, judging)
         self.no_candidate = 0
-        self._limits = limits
 
     async def handle(self, tp: Partition, closed: ClosedTrace, bound: Any) -> None:
         """Count the trace; never raises (a bug is logged: the live worker's error verdict)."""
@@ -74,7 +103,7 @@ class TraceCounter:
             elif found == "empty_answer":
                 self.dry.skipped += 1
             else:
-                self.dry.count_request(build_request(found.trace, self._limits))
+                await self.dry.count_trace(found.trace, found.origin)
         except Exception:  # the replay would publish an error verdict for it
             bound.exception("trace_failed")
 

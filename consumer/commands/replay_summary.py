@@ -1,9 +1,16 @@
 """A replay's summary and its table: the counted verdicts (``replay_tally.py``), or a dry
-run's counts and estimate (``replay_dry_run.py``), and a span topic's traces and spans."""
+run's counts and estimate (``replay_dry_run.py``), and a span topic's traces and spans.
+
+``pass``, ``fail`` and ``error`` are totals over every rule; ``rules`` gives each rule of
+``RULES`` its own (a dry run: each deterministic rule's, run for real, and how many traces
+``groundedness`` would judge). ``records`` counts records, however many verdicts each trace
+got; a trace with an answer that no rule applies to is ``not_applicable``.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +18,7 @@ from rich.table import Table
 
 from consumer.commands.calibration import percentile
 from consumer.commands.replay_tally import Tally
+from schemas.verdict import RULE
 
 if TYPE_CHECKING:  # types only; keeps aiokafka and protobuf out of `groundedness --help`
     from consumer.commands.replay_dry_run import DryRun
@@ -53,6 +61,7 @@ def summarise(
     records: int,
     elapsed_s: float,
     outcomes: Counter[str],
+    rules: Sequence[str],
     tally: Tally | None = None,
     dry: DryRun | None = None,
     price_per_million_tokens: float = 0.0,
@@ -61,7 +70,8 @@ def summarise(
     """The summary ``--summary-json`` writes (and the table shows).
 
     ``window`` describes the replay (topic, from, to, dry_run, complete) and leads the summary;
-    ``spans`` is given for a span topic (``skipped`` then counts traces with an empty answer).
+    ``rules`` are ``RULES``, in order; ``spans`` is given for a span topic (``skipped`` then
+    counts traces with an empty answer).
     """
     tally = tally or Tally()
     latencies = [float(ms) for ms in tally.latencies_ms]
@@ -72,7 +82,9 @@ def summarise(
         "fail": tally.verdicts["fail"],
         "error": tally.verdicts["error"],
         "skipped": dry.skipped if dry else outcomes["skipped"],
+        "not_applicable": dry.not_applicable if dry else outcomes["not_applicable"],
         "dead_lettered": dry.dead_lettered if dry else outcomes["dead_lettered"],
+        "rules": {name: _rule_counts(name, tally, dry) for name in rules},
         "scores": {key: tally.scores[key] for key in SCORE_KEYS},
         "latency_ms_p50": percentile(latencies, 50),
         "latency_ms_p95": percentile(latencies, 95),
@@ -92,6 +104,14 @@ def summarise(
     return summary
 
 
+def _rule_counts(name: str, tally: Tally, dry: DryRun | None) -> dict[str, int]:
+    """A rule's verdicts; in a dry run, how many traces the judge would be asked about."""
+    if dry is not None and name == RULE:
+        return {"would_judge": dry.would_judge}
+    counts = dry.by_rule if dry is not None else tally.by_rule
+    return {kind: counts[name, kind] for kind in ("pass", "fail", "error")}
+
+
 def summary_table(summary: dict[str, Any]) -> Table:
     """The summary for people."""
     end = summary["to"] or "the end offsets at start"
@@ -109,8 +129,13 @@ def summary_table(summary: dict[str, Any]) -> Table:
     else:
         for kind in ("pass", "fail", "error"):
             table.add_row(kind, str(summary[kind]))
+    rules: dict[str, dict[str, int]] = summary["rules"]
+    if RULE not in rules:  # groundedness applies to every answer: never any then
+        table.add_row("no rule applies", str(summary["not_applicable"]))
     table.add_row("skipped (empty output)", str(summary["skipped"]))
     table.add_row("dead-lettered", str(summary["dead_lettered"]))
+    if list(rules) != [RULE]:  # groundedness alone: the totals are its own
+        _rule_rows(table, rules)
     if "traces" in summary:
         _span_rows(table, summary)
     table.add_section()
@@ -133,6 +158,17 @@ def summary_table(summary: dict[str, Any]) -> Table:
     rate = summary["records"] / elapsed if elapsed > 0 else 0.0
     table.add_row("wall time", f"{elapsed:.1f} s ({rate:,.1f} records/s)")
     return table
+
+
+def _rule_rows(table: Table, rules: dict[str, dict[str, int]]) -> None:
+    """Each rule's verdicts (a dry run's groundedness: the traces it would judge)."""
+    table.add_section()
+    for name, counts in rules.items():
+        if "would_judge" in counts:
+            table.add_row(f"{name}: would be judged", str(counts["would_judge"]))
+        else:
+            table.add_row(f"{name}: pass / fail / error",
+                          f"{counts['pass']} / {counts['fail']} / {counts['error']}")
 
 
 def _span_rows(table: Table, summary: dict[str, Any]) -> None:

@@ -1,4 +1,8 @@
-"""What a replay's published verdicts add up to: counted as the broker acknowledges each."""
+"""What a replay's published verdicts add up to: counted as the broker acknowledges each.
+
+Every verdict counts in the totals and in its rule's; scores, latencies and tokens are the
+judge's (``groundedness``): a deterministic verdict's score is its pass or fail, its latency 0,
+and counted there they would only blur the judge's figures."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from schemas.verdict import VerdictEvent
+from schemas.verdict import RULE, VerdictEvent
 
 if TYPE_CHECKING:  # types only; keeps aiokafka out of `groundedness --help`
     from consumer.stream.sink import Record, VerdictSink
@@ -17,6 +21,7 @@ class Tally:
     """What the published verdicts add up to."""
 
     verdicts: Counter[str] = field(default_factory=Counter)
+    by_rule: Counter[tuple[str, str]] = field(default_factory=Counter)  # (rule, verdict)
     scores: Counter[str] = field(default_factory=Counter)
     latencies_ms: list[int] = field(default_factory=list)
     tokens: Counter[str] = field(default_factory=Counter)
@@ -24,6 +29,9 @@ class Tally:
     def add(self, verdict: VerdictEvent) -> None:
         """Count one verdict."""
         self.verdicts[verdict.verdict] += 1
+        self.by_rule[verdict.rule, verdict.verdict] += 1
+        if verdict.rule != RULE:
+            return
         if verdict.score is not None:
             self.scores[f"{verdict.score:.2f}"] += 1
         self.latencies_ms.append(verdict.latency_ms)

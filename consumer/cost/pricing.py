@@ -26,6 +26,18 @@ def cost_usd(usage: Usage | None, input_per_million: float | None,
             + usage.completion_tokens * output_per_million) / PER
 
 
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """``JUDGE_PRICE_INPUT_PER_MILLION`` and ``JUDGE_PRICE_OUTPUT_PER_MILLION``, in USD."""
+
+    input_per_million: float
+    output_per_million: float
+
+    def cost_usd(self, usage: Usage | None) -> float | None:
+        """USD for the tokens of ``usage``; None without usage."""
+        return cost_usd(usage, self.input_per_million, self.output_per_million)
+
+
 @dataclass(slots=True)
 class CostTally:
     """Tokens and cost over many verdicts, for a replay's summary or a dry run's estimate."""

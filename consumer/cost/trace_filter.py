@@ -8,9 +8,13 @@ spans (``filter_view``): the trace event's fields as JSON (``trace_id``, ``input
 when unset), plus
 
     session_id   the session attribute of a trace from spans; null for ``trace_json``
-    service      the resource's ``service.name`` of a trace from spans (``service_of``);
-                 for ``trace_json``, ``metadata["service.name"]``, else
-                 ``metadata["service"]``, when a string; null otherwise
+    service      the resource's ``service.name`` of a trace from spans; for
+                 ``trace_json``, ``metadata["service.name"]``, else ``metadata["service"]``,
+                 when a string; null otherwise
+
+and, for a trace from spans, ``metadata.environment`` from the resource's
+``deployment.environment.name`` (or the older ``deployment.environment``), so one expression
+selects an environment in both formats.
 
 A trace from spans takes ``project_id`` from its origin (the project attribute, else
 ``service.name``), as its verdict does. Examples::
@@ -36,7 +40,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -53,9 +57,6 @@ from jmespath.functions import Functions
 from jmespath.lexer import Lexer
 from jmespath.parser import ParsedResult
 
-from consumer.telemetry.attributes import text
-from consumer.telemetry.conventions import SERVICE_NAME
-from consumer.telemetry.spans import Span
 from consumer.verdicts import TraceOrigin
 from schemas.trace import TraceEvent
 
@@ -102,25 +103,19 @@ def compile_filter(expression: str) -> TraceFilter:
     return TraceFilter(expression, parsed)
 
 
-def filter_view(trace: TraceEvent, origin: TraceOrigin | None,
-                service: str | None = None) -> dict[str, Any]:
-    """What the expression sees of one trace (module docstring); ``origin`` and ``service``
-    are given for a trace from spans, None for a ``trace_json`` event."""
+def filter_view(trace: TraceEvent, origin: TraceOrigin | None) -> dict[str, Any]:
+    """What the expression sees of one trace (module docstring); ``origin`` is given for a
+    trace from spans, None for a ``trace_json`` event."""
     view: dict[str, Any] = trace.model_dump(mode="json")
     view["session_id"] = None
+    view["service"] = _metadata_service(trace.metadata)
     if origin is not None:
         view["project_id"] = origin.project_id
         view["session_id"] = origin.session_id
-    view["service"] = service if service is not None else _metadata_service(trace.metadata)
+        view["service"] = origin.service
+        if origin.environment is not None:  # as a trace_json producer would write it
+            view["metadata"] = {**(view["metadata"] or {}), "environment": origin.environment}
     return view
-
-
-def service_of(spans: Iterable[Span]) -> str | None:
-    """The ``service.name`` of a trace from spans: the first kept span's resource naming one."""
-    for span in spans:
-        if (found := text(span.resource.get(SERVICE_NAME))) is not None:
-            return found
-    return None
 
 
 def _metadata_service(metadata: dict[str, Any] | None) -> str | None:

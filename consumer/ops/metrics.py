@@ -6,11 +6,13 @@ values known in advance start at 0, so rates and ratios exist before the first e
 | metric | type | updated by |
 |---|---|---|
 | ``groundedness_verdicts_total{rule,verdict}`` | counter | pipeline, once the broker has it |
-| ``groundedness_skipped_total`` | counter | pipeline (empty output: no verdict) |
+| ``groundedness_skipped_total{reason}`` | counter | pipeline: empty_output, filtered, sampled_out |
 | ``groundedness_dead_letters_total`` | counter | pipeline (undecodable record) |
 | ``groundedness_judge_latency_seconds`` | histogram | pipeline, per evaluation, retries included |
 | ``groundedness_judge_tokens_total{kind}`` | counter | pipeline (``prompt`` / ``completion``) |
 | ``groundedness_judge_retries_total`` | counter | pipeline (attempts beyond the first) |
+| ``groundedness_judge_cache_hits_total`` | counter | pipeline (a verdict from a reused answer) |
+| ``groundedness_judge_cost_usd_total`` | counter | pipeline (with JUDGE_PRICE_* set) |
 | ``groundedness_in_flight`` | gauge | pipeline (records between fetch and commit) |
 | ``groundedness_consumer_lag{topic,partition}`` | gauge | health watch, every few seconds |
 | ``groundedness_circuit_open`` | gauge | circuit breaker (1 while the judge is down) |
@@ -41,7 +43,12 @@ def _gauge(name: str, documentation: str, *labels: str) -> Gauge:
 
 VERDICTS = _counter("groundedness_verdicts", "Verdicts published, by rule and verdict.", "rule",
                     "verdict")
-SKIPPED = _counter("groundedness_skipped", "Traces not evaluated because the output is empty.")
+SKIPPED = _counter(
+    "groundedness_skipped",
+    "Traces left unjudged: empty_output (no verdict), filtered (TRACE_FILTER: no verdict), "
+    "sampled_out (SAMPLE_RATE: no judged verdict; deterministic rules still run).",
+    "reason",
+)
 DEAD_LETTERS = _counter("groundedness_dead_letters", "Records dead-lettered as undecodable.")
 JUDGE_LATENCY = Histogram(
     "groundedness_judge_latency_seconds",
@@ -51,6 +58,14 @@ JUDGE_LATENCY = Histogram(
 )
 JUDGE_TOKENS = _counter("groundedness_judge_tokens", "Tokens spent on the judge, by kind.", "kind")
 JUDGE_RETRIES = _counter("groundedness_judge_retries", "Judge attempts beyond the first.")
+JUDGE_CACHE_HITS = _counter(
+    "groundedness_judge_cache_hits",
+    "Verdicts whose judge answer was reused from an identical request (no tokens spent).",
+)
+JUDGE_COST = _counter(
+    "groundedness_judge_cost_usd",
+    "USD spent on the judge, from its reported tokens and JUDGE_PRICE_*_PER_MILLION.",
+)
 IN_FLIGHT = _gauge("groundedness_in_flight", "Records between fetch and commit.")
 CONSUMER_LAG = _gauge(
     "groundedness_consumer_lag",
@@ -98,6 +113,8 @@ def expect_rules(rules: Iterable[str]) -> None:
 
 for _kind in ("prompt", "completion"):
     JUDGE_TOKENS.labels(_kind)
+for _reason in ("empty_output", "filtered", "sampled_out"):
+    SKIPPED.labels(_reason)
 for _outcome in ("kept", "dropped"):
     SPANS.labels(_outcome)
 for _closed_by in ("quiet", "max_wait"):

@@ -6,6 +6,12 @@ deterministic rules from the registry. Every command that judges (``run``, ``rep
 rule applies to a trace without an answer, ``groundedness`` to every other, and each
 deterministic rule where it says so.
 
+What is left out, to save the judge's cost (DESIGN.md, "Cost controls"): ``TRACE_FILTER``
+chooses the traces every rule looks at (one left out gets no verdict: ``filtered``);
+``SAMPLE_RATE`` chooses those the judged rules look at, by a hash of the trace id, while the
+deterministic rules, which cost nothing, still run on every trace (``sampled_out``). A trace
+without an answer gets no verdict (``empty_output``).
+
 A deterministic rule that raises on one trace (a bug) gives that trace an ``error`` verdict
 of type ``internal_error`` for that rule alone: the trace's other verdicts are still due, and
 the rule's next trace is checked as usual.
@@ -15,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
-from typing import cast, get_args
+from dataclasses import dataclass, replace
+from typing import Literal, cast, get_args
 
 import structlog
 
+from consumer.cost.sampling import sampled
+from consumer.cost.trace_filter import TraceFilter, filter_view
 from consumer.evaluate import Evaluation, Evaluator
 from consumer.judge.result import TraceFailed
 from consumer.redaction import known_secrets
@@ -34,16 +42,32 @@ log = structlog.get_logger(__name__)
 INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a trace's way
 
 
+# Why a trace got no verdict, or no judged one: the reason of groundedness_skipped_total.
+Skip = Literal["empty_output", "filtered", "sampled_out"]
+SKIPS: tuple[Skip, ...] = get_args(Skip)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleResults:
+    """One trace's verdicts, and what was left out of judging it."""
+
+    evaluations: list[Evaluation]
+    skipped: Skip | None = None
+
+
 class RuleSet:
-    """The configured rules, in ``RULES`` order."""
+    """The configured rules, in ``RULES`` order, and what selects the traces they judge."""
 
     def __init__(
-        self, rules: Sequence[JudgedRule | DeterministicRule], secrets: Iterable[str] = ()
+        self, rules: Sequence[JudgedRule | DeterministicRule], secrets: Iterable[str] = (), *,
+        sample_rate: float = 1.0, trace_filter: TraceFilter | None = None,
     ) -> None:
         if not rules:
             raise ValueError("a rule set needs at least one rule")
         self._rules = tuple(rules)
         self._secrets = known_secrets(secrets)
+        self._sample_rate = sample_rate
+        self._filter = trace_filter
 
     @classmethod
     def groundedness(cls, evaluator: Evaluator) -> RuleSet:
@@ -62,8 +86,12 @@ class RuleSet:
 
     async def evaluate(
         self, trace: TraceEvent, source: Source | None = None, origin: TraceOrigin | None = None
-    ) -> list[Evaluation]:
+    ) -> RuleResults:
         """A verdict from every rule that applies to the trace, in ``RULES`` order."""
+        if not trace.has_output:
+            return RuleResults([], "empty_output")
+        if self._filter is not None and not self._filter.keeps(filter_view(trace, origin)):
+            return RuleResults([], "filtered")
         # The deterministic verdicts first (microseconds) while the judge may take seconds;
         # then the judged ones, each in its own task so that several judges overlap.
         found: dict[str, Evaluation] = {
@@ -71,10 +99,14 @@ class RuleSet:
             if isinstance(rule, DeterministicRule) and rule.applies(trace, origin)
         }
         judged = [rule for rule in self._judged() if rule.applies(trace, origin)]
+        skipped: Skip | None = None
+        if judged and not sampled(trace.trace_id, self._sample_rate):
+            judged, skipped = [], "sampled_out"
         for rule, evaluation in zip(judged, await asyncio.gather(
                 *(rule.evaluate(trace, origin, source) for rule in judged)), strict=True):
             found[rule.name] = evaluation
-        return [found[rule.name] for rule in self._rules if rule.name in found]
+        return RuleResults([found[rule.name] for rule in self._rules if rule.name in found],
+                           skipped)
 
     def failed(self, trace_id: str, source: Source | None, exc: Exception) -> list[Evaluation]:
         """An ``internal_error`` verdict for every rule, on a trace a bug stopped before its

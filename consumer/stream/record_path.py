@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -19,7 +19,7 @@ from consumer.errors import DecodeError, PublishError
 from consumer.evaluate import Evaluation
 from consumer.judge.result import JudgeResult
 from consumer.ops import metrics
-from consumer.rules.rule_set import RuleSet
+from consumer.rules.rule_set import RuleResults, RuleSet, Skip
 from consumer.stream.decode import decode_trace
 from consumer.stream.sink import Record, VerdictSink
 from schemas.verdict import Source
@@ -27,6 +27,9 @@ from schemas.verdict import Source
 log = structlog.get_logger(__name__)
 
 PUBLISH_RETRY_S = (0.5, 10.0)  # first and longest wait between publish attempts
+# The outcome a skip is counted under ("skipped", as before there were other reasons).
+OUTCOME_OF_SKIP: dict[Skip, str] = {
+    "empty_output": "skipped", "filtered": "filtered", "sampled_out": "sampled_out"}
 
 
 class RecordPath:
@@ -55,22 +58,22 @@ class RecordPath:
             await self.dead_letter(record, exc.reason, bound)
             return
         bound = bound.bind(trace_id=trace.trace_id[:200])
-        if not trace.has_output:
-            metrics.SKIPPED.inc()
-            self.outcomes["skipped"] += 1
-            bound.debug("trace_skipped", reason="empty output")
-            return
         source = Source(topic=record.topic, partition=record.partition, offset=record.offset)
         await self.publish_all(await self._rules.evaluate(trace, source), bound)
 
-    async def publish_all(self, evaluations: Sequence[Evaluation], bound: Any) -> None:
-        """Publish every verdict of one trace until each is acknowledged; a trace no rule
-        applied to is counted ``not_applicable``."""
-        if not evaluations:
+    async def publish_all(self, results: RuleResults, bound: Any) -> None:
+        """Publish every verdict of one trace until each is acknowledged, and count what was
+        left out: ``skipped`` (no answer), ``filtered``, ``sampled_out`` (the judge's rules
+        only), ``not_applicable`` (an answer no rule applies to)."""
+        if results.skipped is not None:
+            metrics.SKIPPED.labels(results.skipped).inc()
+            self.outcomes[OUTCOME_OF_SKIP[results.skipped]] += 1
+            bound.debug("trace_skipped", reason=results.skipped)
+        elif not results.evaluations:
             self.outcomes["not_applicable"] += 1
             bound.debug("trace_not_judged", reason="no rule applies", rules=self._rules.names)
-            return
-        await asyncio.gather(*(self.publish(evaluation, bound) for evaluation in evaluations))
+        await asyncio.gather(*(self.publish(evaluation, bound)
+                               for evaluation in results.evaluations))
 
     async def publish(self, evaluation: Evaluation, bound: Any) -> None:
         """Publish an evaluation's verdict until acknowledged, and count it."""
@@ -79,6 +82,10 @@ class RecordPath:
         verdict = evaluation.verdict
         await self._deliver(lambda: self._sink.publish(verdict), bound)
         metrics.VERDICTS.labels(verdict.rule, verdict.verdict).inc()
+        if verdict.cached:
+            metrics.JUDGE_CACHE_HITS.inc()
+        if verdict.cost_usd:
+            metrics.JUDGE_COST.inc(verdict.cost_usd)
         self.outcomes[verdict.verdict] += 1
         self.by_rule[verdict.rule, verdict.verdict] += 1
         bound.info(

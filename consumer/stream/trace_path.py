@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from consumer.ops import metrics
-from consumer.rules.rule_set import RuleSet
+from consumer.rules.rule_set import RuleResults, RuleSet
 from consumer.stream.partitions import Partition
 from consumer.stream.record_path import RecordPath
 from consumer.telemetry.assembly import ClosedTrace
@@ -34,7 +33,7 @@ class TracePath:
             bound.exception("trace_failed")
             try:
                 failures = self._rules.failed(closed.trace_id, _source(tp, closed), exc)
-                await self._records.publish_all(failures, bound)
+                await self._records.publish_all(RuleResults(failures), bound)
             except Exception:
                 bound.exception("trace_error_unpublished")
                 self._records.outcomes["failed"] += 1
@@ -46,16 +45,14 @@ class TracePath:
             bound.debug("trace_not_judged", reason="no candidate", spans=len(closed.spans))
             return
         if found == "empty_answer":
-            metrics.SKIPPED.inc()
-            self._records.outcomes["skipped"] += 1
-            bound.debug("trace_skipped", reason="empty answer")
+            await self._records.publish_all(RuleResults([], "empty_output"), bound)
             return
         # The trace's first record: under exactly once its verdicts are held until the
         # watermark passes that record, which it does only once this trace is finished.
-        evaluations = await self._rules.evaluate(
+        results = await self._rules.evaluate(
             found.trace, source=_source(tp, closed), origin=found.origin
         )
-        await self._records.publish_all(evaluations, bound)
+        await self._records.publish_all(results, bound)
 
 
 def _source(tp: Partition, closed: ClosedTrace) -> Source:

@@ -7,6 +7,7 @@ that is not what the convention says is treated as absent, never raised on.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,23 @@ SYSTEM_ROLES = frozenset({"system", "developer"})
 # (LangChain's create_retrieval_chain: {"input", "context", "answer"}; RetrievalQA: "result").
 OUTPUT_KEYS = ("answer", "output", "result", "response", "text", "content")
 INPUT_KEYS = ("input", "question", "query", "text", "content", "message")
+
+
+# A Python object's repr, not text: ``Name(field=...`` (pydantic's, a dataclass's, and LlamaIndex
+# workflows' event summaries: ``StopEvent(result=AgentOutput(response=ChatMessage(...`` cut at
+# 200 characters with "..."), or the default ``<module.Name object at 0x7f...>``. A repr escapes
+# newlines, so it is one line; a name glued to its parenthesis and a keyword straight inside is
+# what prose ("Yes (see the policy)") and code calls (``print(x=1)``) do not open with.
+_KEYWORD_REPR = re.compile(r"[A-Z][A-Za-z0-9_]*\([A-Za-z_][A-Za-z0-9_]*=[^=].*(?:\)|\.\.\.)")
+_DEFAULT_REPR = re.compile(r"<[A-Za-z_][A-Za-z0-9_.]* object(?: at 0x[0-9a-fA-F]+)?>")
+
+
+def is_object_repr(value: str) -> bool:
+    """True for a value that is a Python object's repr (``StopEvent(result=...)``,
+    ``<Foo object at 0x...>``) rather than text written for a reader."""
+    stripped = value.strip()
+    return "\n" not in stripped and (_KEYWORD_REPR.fullmatch(stripped) is not None
+                                     or _DEFAULT_REPR.fullmatch(stripped) is not None)
 
 
 def indexed(attributes: Attributes, prefix: str) -> list[dict[str, Any]]:

@@ -7,14 +7,19 @@ OTLP JSON file. The verdict's span fields (``span_id``, ``project_id``, ``sessio
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from consumer.telemetry.assembly import ClosedTrace
-from consumer.telemetry.conventions import map_trace
+from consumer.telemetry.attributes import text
+from consumer.telemetry.conventions import SERVICE_NAME, map_trace
+from consumer.telemetry.spans import Span
 from consumer.verdicts import TraceOrigin
 from schemas.trace import TraceEvent
 
+# OTel's resource attribute for the environment, and the name it had before semconv 1.27.
+DEPLOYMENT_ENVIRONMENT = ("deployment.environment.name", "deployment.environment")
 # no_candidate: no LLM call, and no answer with documents (indexing work, or no GenAI span):
 # nothing to judge. empty_answer: a candidate whose answer is empty: skipped.
 NoVerdict = Literal["no_candidate", "empty_answer"]
@@ -44,5 +49,17 @@ def candidate(closed: ClosedTrace) -> Candidate | NoVerdict:
         root_seen=closed.root_seen,
         closed_by=closed.closed_by,
         capped=closed.capped,
+        service=resource_text(closed.spans, SERVICE_NAME),
+        environment=resource_text(closed.spans, *DEPLOYMENT_ENVIRONMENT),
     )
     return Candidate(mapped.to_trace_event(), origin)
+
+
+def resource_text(spans: Iterable[Span], *keys: str) -> str | None:
+    """The first of ``keys`` a kept span's resource names as text (one service writes one
+    resource, but a trace may cross services: the first span's counts)."""
+    for span in spans:
+        for key in keys:
+            if (found := text(span.resource.get(key))) is not None:
+                return found
+    return None

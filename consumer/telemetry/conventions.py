@@ -11,11 +11,18 @@ documents  the last RERANKER's output documents; else every RETRIEVER's, in star
 The outermost span is the one span with no ancestor among the kept spans. When several have
 none (the real root, an HTTP span, was dropped and the GenAI work under it is in pieces), no
 single span speaks for the trace, and the LLM calls decide.
+
+The outermost span's values count only when they are text. This refines DESIGN.md's
+precedence (the outermost span's ``output.value`` first) for values that are not: one that is
+a Python object's repr (``attributes.is_object_repr``; LlamaIndex workflows, ``FunctionAgent``
+among them, record their run's result as ``StopEvent(result=AgentOutput(...), ...)``) is
+passed over, and the next rule decides (the LLM calls). The same run's ``input.value``, a JSON
+dump of the workflow's state, holds no question key: ``value_text`` passes it over already.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from openinference.semconv.resource import ResourceAttributes
 from openinference.semconv.trace import (
@@ -31,6 +38,7 @@ from consumer.telemetry.attributes import (
     OUTPUT_KEYS,
     SYSTEM_ROLES,
     USER_ROLES,
+    is_object_repr,
     text,
     value_text,
 )
@@ -112,7 +120,7 @@ def _answer(by_end: Sequence[Span], outermost: Span | None,
                            keys=OUTPUT_KEYS, roles=ASSISTANT_ROLES)
         if found is not None:
             return found, span
-    if outermost is not None and (found := openinference.output_text(outermost)) is not None:
+    if (found := _outermost_text(outermost, openinference.output_text)) is not None:
         return found, outermost
     ending = sorted(llm_calls, key=lambda s: (s.end_unix_nano, s.start_unix_nano, s.span_id))
     for span in reversed(ending):
@@ -128,13 +136,22 @@ def _input(by_end: Sequence[Span], outermost: Span | None,
                            keys=INPUT_KEYS, roles=USER_ROLES)
         if found is not None:
             return found
-    if outermost is not None and (found := openinference.input_text(outermost)) is not None:
+    if (found := _outermost_text(outermost, openinference.input_text)) is not None:
         return found
     for span in llm_calls:
         users = [m.content for m in _llm_input(span) if m.role in USER_ROLES]
         if users:
             return users[-1]
     return None
+
+
+def _outermost_text(outermost: Span | None,
+                    read: Callable[[Span], str | None]) -> str | None:
+    """The outermost span's value as ``read`` finds it, unless it is an object's repr. Only
+    here, where the LLM calls can still speak: an LLM call's reply that happens to read like a
+    repr is its reply all the same, and no rule comes after it."""
+    found = read(outermost) if outermost is not None else None
+    return None if found is None or is_object_repr(found) else found
 
 
 def _llm_input(span: Span) -> list[Message]:

@@ -230,3 +230,112 @@ async def test_an_empty_window_exits_zero_with_a_zero_summary(
                                              "dead_lettered"))
     assert summary["latency_ms_p50"] is None
     assert judge.count() == 0
+
+
+# -- several rules: RULES=groundedness,missing_citation,answered_without_tool -----------------
+
+DOCS = [{"id": "kb-1", "content": "Refunds are prorated to the day.",
+         "metadata": {"title": "Refund Policy"}}]
+# trace id -> (its fields, the verdicts it gets with all three rules, by rule)
+RULE_TRACES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
+    "full": ({"output": "Prorated to the day [1]. [[score=5]]", "retrieved_documents": DOCS,
+              "tools_available": ["search_kb"], "tool_calls": [{"name": "search_kb"}]},
+             {"groundedness": "pass", "missing_citation": "pass",
+              "answered_without_tool": "pass"}),
+    "uncited": ({"output": "Prorated. [[score=1]]", "retrieved_documents": DOCS},
+                {"groundedness": "fail", "missing_citation": "fail"}),
+    "memory": ({"output": "Sunny. [[score=5]]", "tools_available": ["get_weather"]},
+               {"groundedness": "pass", "answered_without_tool": "fail"}),
+    "plain": ({"output": "Hello. [[score=5]]"}, {"groundedness": "pass"}),
+}
+
+
+async def seed_rules(bootstrap: str) -> tuple[Topics, str]:
+    """The traces of ``RULE_TRACES``, one with an empty answer and a garbage record, all in
+    the hour before now; and the ``--from`` before them."""
+    topics = Topics.fresh("replay-rules")
+    await create_topics(bootstrap, topics, partitions=PARTITIONS)
+    base_ms = int(time.time() * 1000) - HOUR_MS
+    values = [trace(trace_id, **fields) for trace_id, (fields, _) in RULE_TRACES.items()]
+    values += [trace("empty", "  ", retrieved_documents=DOCS), b"not json"]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    try:
+        for i, value in enumerate(values):
+            await producer.send(topics.traces, value, partition=i % PARTITIONS,
+                                timestamp_ms=base_ms + i * 1000)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    return topics, datetime.fromtimestamp((base_ms - 1000) / 1000, UTC).isoformat()
+
+
+async def test_a_trace_with_three_verdicts_is_one_record_in_the_summary(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    _, server = fake_judge
+    topics, start = await seed_rules(kafka)
+    env = worker_env(topics.env(kafka), server.url, JUDGE_MAX_CONCURRENCY="4",
+                     RULES="groundedness,missing_citation,answered_without_tool")
+    summary_path = tmp_path / "rules.json"
+
+    assert await replay(env, monkeypatch, "--from", start,
+                        "--summary-json", str(summary_path)) == 0
+
+    expected = {(trace_id, rule): verdict for trace_id, (_, verdicts) in RULE_TRACES.items()
+                for rule, verdict in verdicts.items()}
+    records = await read_all(kafka, topics.verdicts, at_least=len(expected), settle_s=1.0)
+    published = [json.loads(r.value) for r in records]
+    assert {(v["trace_id"], v["rule"]): v["verdict"] for v in published} == expected
+    assert len(published) == len(expected) == len({r.key for r in records})
+    summary = read_summary(summary_path)
+    # Six records: four traces with 3, 2, 2 and 1 verdicts, an empty answer, a garbage record
+    # (summing the outcomes, which count each verdict, made them ten).
+    assert {k: summary[k] for k in ("records", "pass", "fail", "error", "skipped",
+                                    "not_applicable", "dead_lettered")} == {
+        "records": 6, "pass": 5, "fail": 3, "error": 0, "skipped": 1, "not_applicable": 0,
+        "dead_lettered": 1}
+    assert summary["rules"] == {
+        "groundedness": {"pass": 3, "fail": 1, "error": 0},
+        "missing_citation": {"pass": 1, "fail": 1, "error": 0},
+        "answered_without_tool": {"pass": 1, "fail": 1, "error": 0},
+    }
+    # The judge's figures are its own four verdicts', not the deterministic rules' 0 ms.
+    assert sum(summary["scores"].values()) == 4
+    assert summary["latency_ms_p50"] > 0
+
+
+async def test_without_groundedness_a_replay_and_its_dry_run_need_no_key(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    judge, server = fake_judge
+    topics, start = await seed_rules(kafka)
+    env = worker_env(topics.env(kafka), server.url, RULES="missing_citation")
+    for name in ("OPENAI_API_KEY", "MIN_ACCEPTABLE_SCORE"):
+        del env[name]
+        monkeypatch.delenv(name, raising=False)
+    dry_path, real_path = tmp_path / "dry.json", tmp_path / "real.json"
+
+    assert await replay(env, monkeypatch, "--from", start, "--dry-run",
+                        "--summary-json", str(dry_path)) == 0
+
+    dry = read_summary(dry_path)
+    assert dry["rules"] == {"missing_citation": {"pass": 1, "fail": 1, "error": 0}}
+    assert {k: dry[k] for k in ("records", "would_judge", "estimated_tokens", "not_applicable",
+                                "skipped", "dead_lettered")} == {
+        "records": 6, "would_judge": 0, "estimated_tokens": 0, "not_applicable": 2,
+        "skipped": 1, "dead_lettered": 1}
+    assert await read_all(kafka, topics.verdicts, settle_s=1.0, timeout_s=3) == []
+
+    assert await replay(env, monkeypatch, "--from", start,
+                        "--summary-json", str(real_path)) == 0
+
+    records = await read_all(kafka, topics.verdicts, at_least=2, settle_s=1.0)
+    assert sorted((json.loads(r.value)["trace_id"], json.loads(r.value)["verdict"])
+                  for r in records) == [("full", "pass"), ("uncited", "fail")]
+    real = read_summary(real_path)
+    assert real["rules"] == dry["rules"], "the dry run ran the very rules"
+    assert (real["records"], real["not_applicable"]) == (6, 2)
+    assert judge.count() == 0

@@ -374,3 +374,50 @@ async def test_a_sigterm_mid_replay_exits_130_with_an_incomplete_summary(
     assert summary["traces"] == 2, "both closed; one was still being judged"
     # Nothing is lost: the replay commits nothing, so running it again redoes the window.
     assert await group_offsets(kafka, topics.group, topics.traces) == committed_before
+
+
+async def test_each_assembled_trace_gets_a_verdict_per_rule_that_applies_and_counts_once(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """RULES=groundedness,missing_citation: a RAG trace gets both verdicts, a trace without
+    retrieved documents only groundedness's. The dry run runs the citation rule for real and
+    only estimates the judge's calls; both summaries count records, not verdicts."""
+    judge, server = fake_judge
+    topics = Topics.fresh("replay-spans-rules")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    base = (int(time.time() * 1000) - HOUR_MS) // 1000 * 1000
+    cited, also_cited, bare = rag("Who wrote Dune?"), rag("Who wrote Emma?"), answered("Yes.")
+    await produce(kafka, topics.traces, [
+        *((t.key, otlp_proto(t.spans), base + n * 1_000)
+          for n, t in enumerate((cited, also_cited, bare))),
+        (b"garbage", GARBAGE, base + 3_000),
+    ])
+    env = worker_env(topics.env(kafka), server.url, TRACES_FORMAT="otlp_proto",
+                     TRACE_QUIET_SECONDS="10", TRACE_MAX_WAIT_SECONDS="60",
+                     RULES="groundedness,missing_citation")
+    window = ("--from", iso(base - 1_000))
+
+    dry_path, replay_path = tmp_path / "dry.json", tmp_path / "replay.json"
+    assert await replay(env, monkeypatch, *window, "--dry-run", "--summary-json",
+                        str(dry_path)) == 0
+    assert judge.count() == 0
+    dry = read_summary(dry_path)
+    assert dry["rules"] == {"groundedness": {"would_judge": 3},
+                            "missing_citation": {"pass": 2, "fail": 0, "error": 0}}
+
+    assert await replay(env, monkeypatch, *window, "--summary-json", str(replay_path)) == 0
+    records = await read_all(kafka, topics.verdicts, at_least=5, settle_s=1.0)
+    found = sorted((json.loads(r.value)["trace_id"], json.loads(r.value)["rule"])
+                   for r in records)
+    assert found == sorted([(cited.trace_id, "groundedness"), (cited.trace_id, "missing_citation"),
+                            (also_cited.trace_id, "groundedness"),
+                            (also_cited.trace_id, "missing_citation"),
+                            (bare.trace_id, "groundedness")])
+    judged = read_summary(replay_path)
+    assert judged["rules"] == {"groundedness": {"pass": 3, "fail": 0, "error": 0},
+                               "missing_citation": {"pass": 2, "fail": 0, "error": 0}}
+    same = ("records", "traces", "skipped", "not_applicable", "dead_lettered")
+    assert {k: judged[k] for k in same} == {k: dry[k] for k in same} == {
+        "records": 4, "traces": 3, "skipped": 0, "not_applicable": 0, "dead_lettered": 1}
+    assert judged["pass"] == 5

@@ -114,8 +114,9 @@ async def test_one_verdict_per_trace_and_applicable_rule_and_a_restart_republish
         # new worker has read past everything the first one committed.
         second = await pool.start(env, name="after-restart")
         sentinels = [f"after-restart-{p}" for p in range(PARTITIONS)]
+        # Each answer its own text: identical ones would share one judge call (the cache).
         await produce(kafka, topics.traces, [
-            trace(t, "Dune is by Frank Herbert [1].", retrieved_documents=[DUNE])
+            trace(t, f"Dune is by Frank Herbert [1]. ({t})", retrieved_documents=[DUNE])
             for t in sentinels])
         assert await out.wait_for(set(sentinels), timeout_s=60), second.log()
         await asyncio.sleep(1.0)  # a republished verdict, if any, has time to arrive

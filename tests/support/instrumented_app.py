@@ -1,5 +1,6 @@
-"""Real instrumentation output: a tiny LlamaIndex RAG app and a plain openai client call, traced
-by OpenInference's own instrumentors, with a fake chat server standing in for the model.
+"""Real instrumentation output: a tiny LlamaIndex RAG app, a LlamaIndex ``FunctionAgent`` with
+tools and a plain openai client call, traced by OpenInference's own instrumentors, with a fake
+chat server standing in for the model.
 
 Nothing here writes an attribute by hand: the spans are what ``openinference-instrumentation-
 llama-index`` and ``openinference-instrumentation-openai`` emit, so the mapping is checked
@@ -11,17 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import openai
 from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.response.schema import StreamingResponse
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.tools import FunctionTool
 from llama_index.llms.openai import OpenAI as LlamaIndexOpenAI
 from llama_index_instrumentation import get_dispatcher  # llama_index.core's own, re-exported
 from openinference.instrumentation import using_session
@@ -29,6 +34,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import PydanticDeprecationWarning
 
 from consumer.localjudge.replies import Reply, completion
 from consumer.localjudge.server import JudgeServer
@@ -46,7 +52,30 @@ DOCUMENTS = (
     ("doc-sky", "The sky looks blue because of Rayleigh scattering.", {"source": "sky.txt"}),
 )
 TOP_K = 2
+AGENT_PROMPT = "You are the shop's support agent."
+ORDER_QUESTION = "Where is order 88123?"
+ORDER_RESULT = "Order 88123: left the warehouse on 3 May, with the courier."
+ORDER_REPLY = "Order 88123 left the warehouse on 3 May."
+WEATHER_QUESTION = "What's the weather in Oslo?"
+WEATHER_FAILURE = "weather service timed out"
+WEATHER_REPLY = "I could not reach the weather service just now."
 _dispatcher = get_dispatcher(__name__)
+Tool = Callable[..., str]  # a plain function the agent may call (FunctionTool.from_defaults)
+
+
+def lookup_order(order_id: str) -> str:
+    """Look an order up by its id."""
+    return ORDER_RESULT
+
+
+def search_kb(query: str) -> str:
+    """Search the help centre."""
+    return "Refunds: within 30 days of delivery."
+
+
+def get_weather(city: str) -> str:
+    """The weather in a city now."""
+    raise TimeoutError(WEATHER_FAILURE)
 
 
 class Instrumentor(Protocol):
@@ -57,33 +86,102 @@ class Instrumentor(Protocol):
     def uninstrument(self, **kwargs: Any) -> None: ...
 
 
-class FakeModel:
-    """A chat server on loopback that always answers ``REPLY`` and keeps every request."""
+@dataclass(frozen=True)
+class ToolPlan:
+    """How the model meets a question holding ``keyword`` when it is offered ``tool``: it asks
+    for the tool with ``arguments``, then, once the tool's result (or its error) is back in the
+    conversation, answers ``reply``."""
 
-    def __init__(self) -> None:
+    keyword: str
+    tool: str
+    arguments: dict[str, Any]
+    reply: str
+
+
+class FakeModel:
+    """A chat server on loopback that keeps every request and answers ``REPLY``, or, offered the
+    tool a ``ToolPlan`` names for the question, calls it first (streamed or not, as asked)."""
+
+    def __init__(self, plans: Sequence[ToolPlan] = ()) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.plans = tuple(plans)
         self.server = JudgeServer(self._respond, models=(MODEL,))
 
     def _respond(self, request: dict[str, Any]) -> Reply:
         self.requests.append(request)
-        body = completion(REPLY, MODEL, prompt_tokens=40, completion_tokens=6)
+        plan, tool_result_back = self._plan(request)
+        if plan is not None and not tool_result_back:
+            body = _tool_call_completion(plan)
+            stream = _tool_call_stream(body, plan)
+        else:
+            reply = plan.reply if plan is not None else REPLY
+            body = completion(reply, MODEL, prompt_tokens=40, completion_tokens=6)
+            stream = _event_stream(body, reply)
         if not request.get("stream"):
             return Reply(body=body)
-        return Reply(body=_event_stream(body), headers={"Content-Type": "text/event-stream"})
+        return Reply(body=stream, headers={"Content-Type": "text/event-stream"})
+
+    def _plan(self, request: dict[str, Any]) -> tuple[ToolPlan | None, bool]:
+        """The plan for the request's last user message among the offered tools, and whether a
+        tool result came back after that message."""
+        messages = request.get("messages", [])
+        offered = {(tool.get("function") or {}).get("name") for tool in request.get("tools") or []}
+        users = [n for n, message in enumerate(messages) if message.get("role") == "user"]
+        if not users:
+            return None, False
+        question = str(messages[users[-1]].get("content", "")).lower()
+        plan = next((plan for plan in self.plans
+                     if plan.keyword in question and plan.tool in offered), None)
+        return plan, any(m.get("role") == "tool" for m in messages[users[-1] + 1:])
 
 
-def _event_stream(body: dict[str, Any]) -> str:
+def _tool_call_completion(plan: ToolPlan) -> dict[str, Any]:
+    """A completion whose one choice asks for ``plan.tool`` (``finish_reason`` tool_calls)."""
+    body = completion(None, MODEL, prompt_tokens=40, completion_tokens=6)
+    [choice] = body["choices"]
+    choice["finish_reason"] = "tool_calls"
+    choice["message"]["tool_calls"] = [{
+        "id": f"call_{plan.tool}", "type": "function",
+        "function": {"name": plan.tool, "arguments": json.dumps(plan.arguments)}}]
+    return body
+
+
+def _tool_call_stream(body: dict[str, Any], plan: ToolPlan) -> str:
+    """A tool call as OpenAI streams it: the call's id and name, its arguments in two pieces."""
+    arguments = json.dumps(plan.arguments)
+    half = len(arguments) // 2
+    deltas: list[dict[str, Any]] = [
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "index": 0, "id": f"call_{plan.tool}", "type": "function",
+            "function": {"name": plan.tool, "arguments": ""}}]},
+        *({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+          for piece in (arguments[:half], arguments[half:])),
+    ]
+    chunks = [_chunk(body, delta, None) for delta in deltas] + [_chunk(body, {}, "tool_calls")]
+    return _sse(chunks)
+
+
+def _event_stream(body: dict[str, Any], reply: str) -> str:
     """A completion as OpenAI streams it: one chunk per word, then the finish, then [DONE]."""
-    words = REPLY.split(" ")
+    words = reply.split(" ")
     deltas = [{"role": "assistant", "content": ""}] + [
         {"content": word if n == 0 else " " + word} for n, word in enumerate(words)]
-    chunks = [_chunk(body, delta, None) for delta in deltas] + [_chunk(body, {}, "stop")]
+    return _sse([_chunk(body, delta, None) for delta in deltas] + [_chunk(body, {}, "stop")])
+
+
+def _sse(chunks: list[dict[str, Any]]) -> str:
     return "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
 
 
 def _chunk(body: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
     return {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"],
             "model": MODEL, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+AGENT_PLANS = (
+    ToolPlan("order", "lookup_order", {"order_id": "88123"}, ORDER_REPLY),
+    ToolPlan("weather", "get_weather", {"city": "Oslo"}, WEATHER_REPLY),
+)
 
 
 def provider() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -162,6 +260,35 @@ def chat_with_context(base_url: str, context: str, question: str = QUESTION) -> 
     finally:
         client.close()
     return reply.choices[0].message.content or ""
+
+
+def run_agent(base_url: str, question: str, tools: Sequence[Tool], *,
+              streaming: bool = True) -> str:
+    """One question to a LlamaIndex ``FunctionAgent`` offered ``tools``: its final reply.
+
+    The agent is a workflow: made and run inside an event loop of its own (``asyncio.run``
+    closes it after). ``streaming`` is the agent's own default.
+    """
+
+    async def run() -> str:
+        # The agent calls the model through an async client: one of ours, closed on this
+        # loop, not one LlamaIndex would leave open for the loop's garbage.
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-fake", max_retries=0)
+        try:
+            llm = LlamaIndexOpenAI(model=MODEL, api_base=base_url, api_key="sk-fake",
+                                   max_retries=0, async_openai_client=client)
+            agent = FunctionAgent(tools=[FunctionTool.from_defaults(fn=tool) for tool in tools],
+                                  llm=llm, system_prompt=AGENT_PROMPT, streaming=streaming)
+            return str(await agent.run(question))
+        finally:
+            await client.close()
+
+    with warnings.catch_warnings():
+        # llama-index-workflows finds the agent's steps with ``inspect.getmembers`` (when the
+        # agent is made, and again when it runs), which reads every attribute of the pydantic
+        # agent, the deprecated ones too: pydantic's warnings of them are theirs, not ours.
+        warnings.simplefilter("ignore", PydanticDeprecationWarning)
+        return asyncio.run(run())
 
 
 def by_trace(spans: Sequence[ReadableSpan]) -> dict[str, list[ReadableSpan]]:

@@ -36,9 +36,10 @@ _ID_KEYS = ("traceId", "spanId", "parentSpanId")
 class Recorder:
     """A real SDK tracer whose finished spans stay in memory."""
 
-    def __init__(self, service: str = "rag-api") -> None:
+    def __init__(self, service: str = "rag-api", **resource: str) -> None:
         self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        self.provider = TracerProvider(
+            resource=Resource.create({"service.name": service, **resource}))
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer: Tracer = self.provider.get_tracer("tests.support.otel_spans")
 

@@ -51,6 +51,8 @@ def worker_env(bootstrap_env: dict[str, str], judge_url: str, **overrides: str) 
         "JUDGE_TIMEOUT_SECONDS": "10",
         "LOG_LEVEL": "warning",
         "HEALTH_PORT": "0",
+        # Off unless a test is about it: many send one text many times to count judge calls.
+        "JUDGE_CACHE_SIZE": "0",
         **overrides,
     }
 

@@ -11,6 +11,8 @@ import httpx2
 import pytest
 from openai import AsyncOpenAI
 
+from consumer.cost.judge_cache import JudgeCache
+from consumer.cost.pricing import Prices
 from consumer.errors import JudgeUnavailable
 from consumer.evaluate import Evaluator
 from consumer.judge.attempts import Retries
@@ -194,3 +196,38 @@ async def test_the_worker_wires_every_known_secret_into_its_verdicts() -> None:
     assert verdict.reason == "Request had Bearer [REDACTED]."
     assert verdict.unsupported_claims == ["Bearer [REDACTED]", "pw [REDACTED]"]
     assert_no_secret(verdict.model_dump_json())
+
+
+async def test_an_identical_request_reuses_the_answer_and_spends_nothing() -> None:
+    judge = ScriptedResults(Answered(JudgeAnswer(score=4, reason="ok"), USAGE, 42, 1))
+    evaluator = Evaluator(judge, 0.5, Limits(), cache=JudgeCache(10),
+                          prices=Prices(input_per_million=0.15, output_per_million=0.6))
+    first = await evaluator.evaluate(TRACE, SOURCE)
+    again_trace = TRACE.model_copy(update={"trace_id": "t-other"})  # same text, other trace
+    second = await evaluator.evaluate(again_trace, SOURCE)
+    assert judge.calls == 1
+    assert (first.verdict.cached, second.verdict.cached) == (False, True)
+    assert first.verdict.cost_usd == pytest.approx((10 * 0.15 + 5 * 0.6) / 1e6)
+    assert second.verdict.cost_usd == 0.0
+    assert second.verdict.verdict_id != first.verdict.verdict_id, "its own id"
+    assert (second.verdict.verdict, second.verdict.score) == (first.verdict.verdict,
+                                                              first.verdict.score)
+    assert '"cached":true' in second.verdict.model_dump_json()
+    assert "cached" not in first.verdict.model_dump_json(), "left out unless cached"
+
+
+async def test_an_error_is_never_reused() -> None:
+    judge = ScriptedResults(TraceFailed("timeout", "slow", USAGE, 30_000, 3),
+                            Answered(JudgeAnswer(score=5, reason="ok"), USAGE, 42, 1))
+    evaluator = Evaluator(judge, 0.5, Limits(), cache=JudgeCache(10))
+    assert (await evaluator.evaluate(TRACE)).verdict.verdict == "error"
+    retried = await evaluator.evaluate(TRACE)
+    assert (retried.verdict.verdict, retried.verdict.cached) == ("pass", False)
+    assert judge.calls == 2
+
+
+async def test_without_prices_a_verdict_has_no_cost() -> None:
+    judge = ScriptedResults(Answered(JudgeAnswer(score=4, reason="ok"), USAGE, 42, 1))
+    verdict = (await Evaluator(judge, 0.5, Limits()).evaluate(TRACE)).verdict
+    assert verdict.cost_usd is None
+    assert "cost_usd" not in verdict.model_dump_json()

@@ -31,6 +31,7 @@ from schemas.verdict import Assembly, Source, Truncation, Usage, VerdictEvent
 TRACE = TraceEvent(trace_id="trace-1", output="answer")
 SOURCE = Source(topic="llm-traces", partition=2, offset=41)
 FROM_SPANS = frozenset({"span_id", "project_id", "session_id", "context_source", "assembly"})
+COST_FIELDS = frozenset({"cached", "cost_usd"})  # left out unless cached / priced
 ORIGIN = TraceOrigin(span_id="00f067aa0ba902b7", project_id="rag-app", session_id="s-9",
                      context_source="retrieval", spans=4, root_seen=True, closed_by="quiet")
 
@@ -71,7 +72,7 @@ def test_error_has_no_score_and_never_passes() -> None:
 def test_verdict_carries_the_contract_fields() -> None:
     verdict = judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1), ctx(0.5))
     data = verdict.model_dump(mode="json")
-    assert set(data) == set(VerdictEvent.model_fields) - FROM_SPANS
+    assert set(data) == set(VerdictEvent.model_fields) - FROM_SPANS - COST_FIELDS
     assert data["schema_version"] == 1
     assert data["rule"] == "groundedness"
     assert data["prompt_version"] == "groundedness@v1"
@@ -128,7 +129,7 @@ def test_a_verdict_from_spans_carries_its_origin() -> None:
     context = Context("judge-model", 0.5, Truncation(), SOURCE, origin=ORIGIN)
     verdict = judged(TRACE, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1), context)
     data = json.loads(verdict.model_dump_json())
-    assert set(data) == set(VerdictEvent.model_fields)
+    assert set(data) == set(VerdictEvent.model_fields) - COST_FIELDS
     assert (data["span_id"], data["project_id"], data["session_id"]) == (
         "00f067aa0ba902b7", "rag-app", "s-9")
     assert data["context_source"] == "retrieval"

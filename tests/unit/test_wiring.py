@@ -71,7 +71,7 @@ async def test_the_rules_follow_rules_and_need_a_key_only_with_groundedness() ->
     assert not keyless.holding
     cited = TraceEvent(trace_id="t", output="Yes {{cite:kb-1}}.",
                        retrieved_documents=[{"id": "kb-1", "content": "Yes."}])
-    [found] = await keyless.evaluate(cited)
+    [found] = (await keyless.evaluate(cited)).evaluations
     assert found.verdict.verdict == "pass", "CITATION_PATTERN reaches the rule"
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
         wiring.make_rules(load_settings(openai_api_key=None, min_acceptable_score=0.5,

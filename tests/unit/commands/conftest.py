@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -27,3 +28,15 @@ def env(monkeypatch: pytest.MonkeyPatch, fake_judge: Judge) -> Judge:
 def verdict_lines(out: str) -> list[dict[str, Any]]:
     """The verdicts a command printed, one JSON object per line."""
     return [json.loads(line) for line in out.splitlines()]
+
+
+SUMMARY_LINE = re.compile(r"check: \w+: \d+ pass, \d+ fail, \d+ error(, not applicable .*)?")
+
+
+def notes(err: str) -> list[str]:
+    """What ``check`` wrote on stderr before its closing summary, a line per rule (the tests
+    of the summary read it themselves)."""
+    lines = err.splitlines()
+    while lines and SUMMARY_LINE.fullmatch(lines[-1]):
+        lines.pop()
+    return lines

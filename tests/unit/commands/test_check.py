@@ -11,7 +11,7 @@ import pytest
 
 from consumer.cli import main
 from consumer.verdicts import verdict_id
-from tests.unit.commands.conftest import Judge, verdict_lines
+from tests.unit.commands.conftest import Judge, notes, verdict_lines
 
 
 def jsonl(path: Path, *rows: dict[str, Any] | str) -> Path:
@@ -42,7 +42,8 @@ def test_verdicts_come_out_in_input_order_and_an_error_exits_1(
     assert all(v["source"] is None for v in lines)
     assert lines[0]["verdict_id"] == verdict_id("slow")
     assert captured.err == (
-        "check: line 3: trace 'empty' has an empty output: not evaluated, no verdict\n")
+        "check: line 3: trace 'empty' has an empty output: not evaluated, no verdict\n"
+        "check: groundedness: 2 pass, 1 fail, 1 error\n")
     assert code == 1
 
 
@@ -101,7 +102,7 @@ def test_a_line_is_split_on_newline_only(
     code = main(["check", str(path) if source == "file" else "-"])
 
     captured = capsys.readouterr()
-    assert captured.err == ""
+    assert notes(captured.err) == []
     verdicts = verdict_lines(captured.out)
     assert [(v["trace_id"], v["verdict"]) for v in verdicts] == [("u1", "pass"), ("u2", "pass")]
     assert code == 0
@@ -131,7 +132,7 @@ def test_a_byte_order_mark_is_not_part_of_line_1(
     code = main(["check", str(path) if source == "file" else "-"])
 
     captured = capsys.readouterr()
-    assert captured.err == ""
+    assert notes(captured.err) == []
     expected = ["b1"] if layout == "one" else ["b1", "b2"]
     assert [v["trace_id"] for v in verdict_lines(captured.out)] == expected
     assert code == 0
@@ -155,7 +156,7 @@ def test_an_undecodable_line_is_named_and_exits_nonzero(
 
     captured = capsys.readouterr()
     assert [v["trace_id"] for v in verdict_lines(captured.out)] == ["ok", "ok2"]
-    (problem,) = captured.err.splitlines()
+    (problem,) = notes(captured.err)
     assert problem.startswith("check: line 2: ")
     assert reason in problem
     assert code != 0

@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind
 
 from consumer.cli import main
 from tests.support.otel_spans import KIND, Recorder, otlp_json, otlp_proto
-from tests.unit.commands.conftest import Judge, verdict_lines
+from tests.unit.commands.conftest import Judge, notes, verdict_lines
 
 
 class App:
@@ -120,8 +120,8 @@ def test_collector_file_exporter_lines_are_judged_as_the_worker_judges_spans(
                                        "capped": 0}
         assert verdict["source"] is None
         assert "session_id" not in verdict
-    assert captured.err == (f"check: line 3: trace '{hex_trace_id(empty)}' has an empty "
-                            "answer: not evaluated, no verdict\n")
+    assert notes(captured.err) == [f"check: line 3: trace '{hex_trace_id(empty)}' has an "
+                                   "empty answer: not evaluated, no verdict"]
     assert code == 0
 
 
@@ -178,7 +178,7 @@ def test_bad_lines_are_named_and_the_rest_still_judged(
     # The damaged trace lost its retriever: judged on its LLM input, with two spans.
     assert verdicts[1]["assembly"]["spans"] == 2
     assert verdicts[1]["context_source"] == "llm_input"
-    problems = captured.err.splitlines()
+    problems = notes(captured.err)
     assert [line.split(":")[:2] for line in problems] == [
         ["check", " line 2"], ["check", " line 3"], ["check", " line 4"]]
     assert "not JSON" in problems[0]

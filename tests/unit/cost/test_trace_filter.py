@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from consumer.cost.trace_filter import compile_filter, filter_view, service_of
+from consumer.cost.trace_filter import compile_filter, filter_view
 from consumer.telemetry.assembly import ClosedTrace
 from consumer.telemetry.candidate import Candidate, candidate
 from consumer.telemetry.otlp import decode_otlp
@@ -24,14 +24,13 @@ def event(**fields: Any) -> TraceEvent:
     return TraceEvent.model_validate({"trace_id": "t-1", "output": "An answer.", **fields})
 
 
-def keeps(expression: str, trace: TraceEvent, origin: TraceOrigin | None = None,
-          service: str | None = None) -> bool:
-    return compile_filter(expression).keeps(filter_view(trace, origin, service))
+def keeps(expression: str, trace: TraceEvent, origin: TraceOrigin | None = None) -> bool:
+    return compile_filter(expression).keeps(filter_view(trace, origin))
 
 
-def from_spans(service: str) -> tuple[Candidate, ClosedTrace]:
+def from_spans(service: str, **resource: str) -> Candidate:
     """One request of a RAG service, through the real SDK, the OTLP encoder and our decoder."""
-    recorder = Recorder(service=service)
+    recorder = Recorder(service, **resource)
     rag_trace(recorder.tracer)
     decoded = decode_otlp(otlp_proto(recorder.spans()), "otlp_proto")
     closed = ClosedTrace(
@@ -40,7 +39,7 @@ def from_spans(service: str) -> tuple[Candidate, ClosedTrace]:
     )
     found = candidate(closed)
     assert isinstance(found, Candidate)
-    return found, closed
+    return found
 
 
 # The documentation's examples.
@@ -69,20 +68,33 @@ def test_by_service_from_a_trace_json_events_metadata() -> None:
 
 
 def test_by_service_and_project_on_a_trace_from_real_spans() -> None:
-    found, closed = from_spans("support-bot")
-    service = service_of(closed.spans)
-    assert service == "support-bot"
-    assert keeps("service == 'support-bot'", found.trace, found.origin, service)
+    found = from_spans("support-bot")
+    assert found.origin.service == "support-bot"
+    assert keeps("service == 'support-bot'", found.trace, found.origin)
     # Without a project attribute the project is the service, as on the verdict.
-    assert keeps("project_id == 'support-bot'", found.trace, found.origin, service)
-    assert not keeps("service == 'checkout'", found.trace, found.origin, service)
+    assert keeps("project_id == 'support-bot'", found.trace, found.origin)
+    assert not keeps("service == 'checkout'", found.trace, found.origin)
     assert keeps("length(retrieved_documents) > `0` && contains(output, 'Herbert')",
-                 found.trace, found.origin, service)
+                 found.trace, found.origin)
+
+
+@pytest.mark.parametrize("key", ["deployment.environment.name", "deployment.environment"])
+def test_by_environment_on_a_trace_from_spans_as_in_trace_json_metadata(key: str) -> None:
+    found = from_spans("support-bot", **{key: "production"})
+    assert found.origin.environment == "production"
+    assert keeps("metadata.environment == 'production'", found.trace, found.origin)
+    assert keeps("metadata.environment == 'production'",
+                 event(metadata={"environment": "production"}))
+    staging = from_spans("support-bot", **{key: "staging"})
+    assert not keeps("metadata.environment == 'production'", staging.trace, staging.origin)
+    unset = from_spans("support-bot")
+    assert unset.origin.environment is None
+    assert not keeps("metadata.environment == 'production'", unset.trace, unset.origin)
 
 
 def test_a_trace_from_spans_and_a_trace_json_event_show_the_same_fields() -> None:
-    found, closed = from_spans("rag-api")
-    spans_view = filter_view(found.trace, found.origin, service_of(closed.spans))
+    found = from_spans("rag-api")
+    spans_view = filter_view(found.trace, found.origin)
     json_view = filter_view(event(), None)
     assert spans_view.keys() == json_view.keys()
     assert {"trace_id", "input", "output", "retrieved_documents", "metadata", "project_id",

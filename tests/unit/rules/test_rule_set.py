@@ -6,13 +6,15 @@ import asyncio
 
 import pytest
 
+from consumer.cost.sampling import sampled
+from consumer.cost.trace_filter import compile_filter
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.rules.base import Outcome
 from consumer.rules.groundedness import Groundedness
 from consumer.rules.missing_citation import MissingCitation
-from consumer.rules.rule_set import INTERNAL_ERROR, RuleSet
+from consumer.rules.rule_set import INTERNAL_ERROR, RuleResults, RuleSet
 from consumer.verdicts import TraceOrigin, verdict_id
 from schemas.trace import TraceEvent
 from schemas.verdict import Source
@@ -53,7 +55,7 @@ async def test_every_applicable_rule_gives_one_verdict_in_rules_order() -> None:
     rules, _ = _all_three()
     trace = _trace(retrieved_documents=DOCS, tools_available=["search_kb"],
                    tool_calls=[{"name": "search_kb"}])
-    found = await rules.evaluate(trace, SOURCE)
+    found = (await rules.evaluate(trace, SOURCE)).evaluations
     verdicts = [evaluation.verdict for evaluation in found]
     assert [v.rule for v in verdicts] == ["groundedness", "missing_citation",
                                           "answered_without_tool"]
@@ -74,7 +76,7 @@ async def test_the_order_is_the_one_rules_lists() -> None:
     judge = GatedJudge()
     judge.open(CITED)
     rules = RuleSet([MissingCitation(), Groundedness(Evaluator(judge, 0.5, Limits()))])
-    found = await rules.evaluate(_trace(retrieved_documents=DOCS))
+    found = (await rules.evaluate(_trace(retrieved_documents=DOCS))).evaluations
     assert [e.verdict.rule for e in found] == ["missing_citation", "groundedness"]
     assert rules.names == ("missing_citation", "groundedness")
 
@@ -82,14 +84,15 @@ async def test_the_order_is_the_one_rules_lists() -> None:
 async def test_a_trace_without_an_answer_gets_no_verdict_and_no_judge_call() -> None:
     rules, judge = _all_three()
     for output in (None, "", "   "):
-        assert await rules.evaluate(_trace(output, retrieved_documents=DOCS)) == []
+        assert await rules.evaluate(_trace(output, retrieved_documents=DOCS)) == RuleResults(
+            [], "empty_output")
     assert judge.started == []
 
 
 async def test_only_the_rules_that_apply_give_verdicts() -> None:
     rules = RuleSet([MissingCitation(), AnsweredWithoutTool()])
-    assert await rules.evaluate(_trace()) == [], "no documents, no tools: nothing applies"
-    found = await rules.evaluate(_trace("From memory.", agent=True))
+    assert await rules.evaluate(_trace()) == RuleResults([]), "no documents, no tools"
+    found = (await rules.evaluate(_trace("From memory.", agent=True))).evaluations
     assert [(e.verdict.rule, e.verdict.verdict) for e in found] == [
         ("answered_without_tool", "fail")]
 
@@ -99,13 +102,14 @@ async def test_documents_that_are_the_prompt_are_not_read_as_sources() -> None:
                          context_source="llm_input", spans=1, root_seen=True,
                          closed_by="quiet")
     rules = RuleSet([MissingCitation()])
-    assert await rules.evaluate(_trace(retrieved_documents=DOCS), origin=origin) == []
+    assert await rules.evaluate(_trace(retrieved_documents=DOCS), origin=origin) == RuleResults([])
 
 
 async def test_deterministic_verdicts_need_no_judge_and_never_hold() -> None:
     rules = RuleSet([MissingCitation()])
     assert not rules.holding
-    found = await rules.evaluate(_trace("No marker here.", retrieved_documents=DOCS))
+    found = (await rules.evaluate(_trace("No marker here.",
+                                         retrieved_documents=DOCS))).evaluations
     verdict = found[0].verdict
     assert (verdict.verdict, verdict.score) == ("fail", 0.0)
     assert verdict.reason == "no citation marker in the answer; it had 1 retrieved document"
@@ -124,7 +128,8 @@ async def test_a_rule_that_raises_costs_the_trace_only_that_rules_verdict() -> N
     judge.open(CITED)
     rules = RuleSet([Groundedness(Evaluator(judge, 0.5, Limits(), secrets=[SECRET])),
                      Exploding(), AnsweredWithoutTool()], [SECRET])
-    found = await rules.evaluate(_trace(retrieved_documents=DOCS, agent=True), SOURCE)
+    trace = _trace(retrieved_documents=DOCS, agent=True)
+    found = (await rules.evaluate(trace, SOURCE)).evaluations
     by_rule = {e.verdict.rule: e.verdict for e in found}
     assert by_rule["groundedness"].verdict == "pass"
     assert by_rule["answered_without_tool"].verdict == "fail"
@@ -152,7 +157,7 @@ async def test_a_trace_a_bug_stopped_gets_an_error_verdict_for_every_rule() -> N
 async def test_a_secret_in_what_a_rule_quotes_is_redacted() -> None:
     rules = RuleSet([AnsweredWithoutTool()], [SECRET])
     trace = _trace("Done.", tool_calls=[{"name": "fetch", "error": f"401 for key {SECRET}"}])
-    verdict = (await rules.evaluate(trace))[0].verdict
+    verdict = (await rules.evaluate(trace)).evaluations[0].verdict
     assert verdict.verdict == "pass"
     assert verdict.reason is not None
     assert "failed" in verdict.reason
@@ -166,9 +171,52 @@ async def test_deterministic_verdicts_do_not_wait_for_each_other_only_for_the_ju
     await asyncio.sleep(0.01)
     assert not pending.done(), "a trace's verdicts come together, once the judge has answered"
     judge.open(CITED)
-    assert [e.verdict.rule for e in await pending] == ["groundedness", "missing_citation"]
+    assert [e.verdict.rule for e in (await pending).evaluations] == ["groundedness",
+                                                                   "missing_citation"]
 
 
 def test_a_rule_set_needs_a_rule() -> None:
     with pytest.raises(ValueError, match="at least one rule"):
         RuleSet([])
+
+
+async def test_a_filtered_trace_gets_no_verdict_of_any_rule() -> None:
+    judge = GatedJudge()
+    judge.open(CITED)
+    rules = RuleSet([Groundedness(Evaluator(judge, 0.5, Limits())), MissingCitation()],
+                    trace_filter=compile_filter("metadata.environment == 'production'"))
+    staging = _trace(retrieved_documents=DOCS, metadata={"environment": "staging"})
+    assert await rules.evaluate(staging) == RuleResults([], "filtered")
+    assert judge.started == []
+    production = _trace(retrieved_documents=DOCS, metadata={"environment": "production"})
+    kept = await rules.evaluate(production)
+    assert [e.verdict.rule for e in kept.evaluations] == ["groundedness", "missing_citation"]
+    assert kept.skipped is None
+
+
+async def test_sampling_leaves_out_the_judge_only_and_decides_alike_every_time() -> None:
+    judge = GatedJudge()
+    judge.open(CITED)
+    rules = RuleSet([Groundedness(Evaluator(judge, 0.5, Limits())), MissingCitation()],
+                    sample_rate=0.5)
+    judged = out = 0
+    for n in range(200):
+        trace = TraceEvent.model_validate({"trace_id": f"trace-{n}", "output": CITED,
+                                           "retrieved_documents": DOCS})
+        found = await rules.evaluate(trace)
+        names = [e.verdict.rule for e in found.evaluations]
+        assert "missing_citation" in names, "the deterministic rules run on every trace"
+        assert ("groundedness" in names) is sampled(trace.trace_id, 0.5)
+        assert (found.skipped == "sampled_out") is ("groundedness" not in names)
+        judged += "groundedness" in names
+        out += found.skipped == "sampled_out"
+    assert judged + out == 200
+    assert 60 < judged < 140
+    assert len(judge.started) == judged
+
+
+async def test_sampling_without_a_judged_rule_skips_nothing() -> None:
+    rules = RuleSet([MissingCitation()], sample_rate=0.0)
+    found = await rules.evaluate(_trace(retrieved_documents=DOCS))
+    assert found.skipped is None
+    assert [e.verdict.rule for e in found.evaluations] == ["missing_citation"]
