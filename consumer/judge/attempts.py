@@ -171,7 +171,7 @@ class TraceAttempts:
             self._tokens[1] += response.usage.completion_tokens
             self._tokens[2] += response.usage.total_tokens
         try:
-            answer = _read_answer(response)
+            answer = read_answer(response)
         except JudgeError as error:
             if _cut_by_length(response, error):
                 if self._endpoint.raise_budget(sent):
@@ -210,7 +210,7 @@ def _cut_by_length(response: Any, error: JudgeError) -> bool:
             and response.choices[0].finish_reason == "length")
 
 
-def _read_answer(response: Any) -> JudgeAnswer:
+def read_answer(response: Any) -> JudgeAnswer:
     if not response.choices:
         raise JudgeError("unparseable_answer", "the judge returned no choices")
     choice = response.choices[0]

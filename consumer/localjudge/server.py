@@ -5,9 +5,12 @@ Served with ``aiohttp.web`` on an event loop of its own in a daemon thread, so c
 responder answers at once and says how long to wait (``delay_s``) or to answer nothing
 (``hang``); the wait is the server's, so a slow or hanging answer never blocks another
 request. A client that hangs up ends its request's handler. Routes: ``POST
-/v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models``, ``GET /healthz``;
-anything else is a 404 and a body that is not a JSON object a 400, both in OpenAI's error
-shape.
+/v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models``, ``GET /healthz``, and
+the Batch API over the same responder (``batches.py``): ``POST /v1/files`` (multipart),
+``GET /v1/files/{id}``, ``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET
+/v1/batches``, ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel`` (each also without
+``/v1``); anything else is a 404 and a body that is not a JSON object a 400, both in OpenAI's
+error shape.
 """
 
 from __future__ import annotations
@@ -15,22 +18,32 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import signal
 import socket
 import threading
 from collections.abc import Callable
+from email.message import Message
+from email.parser import BytesHeaderParser
 from types import FrameType
+from typing import Any
 
 from aiohttp import web
 
+from consumer.localjudge.batches import BatchService
 from consumer.localjudge.replies import Reply, Responder, error_reply
 
 IDLE_CONNECTION_S = 30.0
 BACKLOG = 128  # 64 clients connecting at once must not overflow the listen queue
 MAX_REQUEST_BYTES = 64 * 1024 * 1024  # aiohttp's default (1 MiB) is below a big prompt
+FORM_OVERHEAD_BYTES = 64 * 1024  # an upload's form around its file: boundaries, headers, purpose
 SHUTDOWN_S = 0.1  # how long stop() lets a request finish before cutting its connection
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODEL_PATHS = ("/v1/models", "/models")
+FILES_PATHS = ("/v1/files", "/files")
+BATCHES_PATHS = ("/v1/batches", "/batches")
+FILE_PATH = re.compile(r"(?:/v1)?/files/([^/]+)(/content)?")
+BATCH_PATH = re.compile(r"(?:/v1)?/batches/([^/]+)(/cancel)?")
 BAD_JSON_MESSAGE = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't "
     "using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was "
@@ -38,20 +51,42 @@ BAD_JSON_MESSAGE = (
 )
 
 
-def judge_app(responder: Responder, models: tuple[str, ...]) -> web.Application:
-    """The chat-completions API over ``responder``, listing ``models``."""
+def judge_app(
+    responder: Responder, models: tuple[str, ...], batches: BatchService | None = None
+) -> web.Application:
+    """The chat-completions API over ``responder``, listing ``models``, and the Batch API
+    (``batches``, over the same responder unless given)."""
     listed = {"object": "list", "data": [
         {"id": m, "object": "model", "created": 0, "owned_by": "local"} for m in models]}
+    service = batches or BatchService(responder)
 
     async def dispatch(request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/")
-        if request.method == "POST" and path in CHAT_PATHS:
+        method = request.method
+        if method == "POST" and path in CHAT_PATHS:
             return await _chat(responder, request)
-        if request.method == "GET" and path == "/healthz":
+        if method == "GET" and path == "/healthz":
             return _response(Reply(body={"ok": True}))
-        if request.method == "GET" and path in MODEL_PATHS:
+        if method == "GET" and path in MODEL_PATHS:
             return _response(Reply(body=listed))
-        message = f"Unknown request URL: {request.method} {path}."
+        if method == "POST" and path in FILES_PATHS:
+            return _response(await _upload(service, request))
+        if method == "GET" and (match := FILE_PATH.fullmatch(path)):
+            file_id, content = match.groups()
+            return _response(service.file_content(file_id) if content else service.file(file_id))
+        if method == "POST" and path in BATCHES_PATHS:
+            body = await _json_body(request)
+            return _response(service.create(body) if body is not None else _bad_json())
+        if method == "GET" and path in BATCHES_PATHS:
+            limit, after = request.query.get("limit", "20"), request.query.get("after")
+            return _response(service.list(int(limit) if limit.isdigit() else 20, after))
+        if match := BATCH_PATH.fullmatch(path):
+            batch_id, cancel = match.groups()
+            if method == "GET" and not cancel:
+                return _response(service.retrieve(batch_id))
+            if method == "POST" and cancel:
+                return _response(service.cancel(batch_id))
+        message = f"Unknown request URL: {method} {path}."
         return _response(error_reply(404, message, code="unknown_url"))
 
     app = web.Application(client_max_size=MAX_REQUEST_BYTES)
@@ -60,12 +95,9 @@ def judge_app(responder: Responder, models: tuple[str, ...]) -> web.Application:
 
 
 async def _chat(responder: Responder, request: web.Request) -> web.StreamResponse:
-    try:
-        body = json.loads(await request.read())
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        return _response(error_reply(400, BAD_JSON_MESSAGE))
+    body = await _json_body(request)
+    if body is None:
+        return _response(_bad_json())
     try:
         reply = responder(body)
     except Exception as exc:  # a broken responder shows up as a 500, not a dropped socket
@@ -76,6 +108,70 @@ async def _chat(responder: Responder, request: web.Request) -> web.StreamRespons
     if reply.delay_s > 0:
         await asyncio.sleep(reply.delay_s)
     return _response(reply)
+
+
+async def _json_body(request: web.Request) -> dict[str, Any] | None:
+    """The request's body if it is a JSON object, else None."""
+    try:
+        body = json.loads(await request.read())
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _bad_json() -> Reply:
+    return error_reply(400, BAD_JSON_MESSAGE)
+
+
+async def _upload(service: BatchService, request: web.Request) -> Reply:
+    """``POST /v1/files``: the multipart form's ``file`` and ``purpose``.
+
+    The body is read here, not with ``request.post()``: a batch file may be up to 200 MB,
+    above the app's body limit; and aiohttp's multipart reader warns (a DeprecationWarning of
+    its own, an error under the tests' warning filter) depending on how the bytes arrive. It
+    is kept up to ``service.max_file_bytes`` plus room for the form, and drained past that.
+    """
+    boundary = _boundary(request.headers.get("Content-Type", ""))
+    if boundary is None:
+        return error_reply(400, "Files must be uploaded as multipart/form-data.")
+    cap = service.max_file_bytes + FORM_OVERHEAD_BYTES
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(1 << 20):
+        if len(body) <= cap:
+            body += chunk
+    if len(body) > cap:
+        return service.too_large()
+    fields = _form_fields(bytes(body), boundary)
+    if "file" not in fields:
+        return error_reply(400, "Missing required parameter: 'file'.", param="file")
+    purpose = fields["purpose"][1].decode(errors="replace") if "purpose" in fields else None
+    filename, data = fields["file"]
+    return service.upload(purpose, filename or "", data)
+
+
+def _boundary(content_type: str) -> bytes | None:
+    """The multipart boundary of a ``multipart/form-data`` content type, if it is one."""
+    header = Message()
+    header["Content-Type"] = content_type
+    boundary = header.get_boundary()
+    if header.get_content_type() != "multipart/form-data" or not boundary:
+        return None
+    return boundary.encode()
+
+
+def _form_fields(body: bytes, boundary: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """A multipart form's fields: name -> (filename, bytes)."""
+    fields: dict[str, tuple[str | None, bytes]] = {}
+    # Every delimiter but the first follows a CRLF; with one put in front, all do.
+    for section in (b"\r\n" + body).split(b"\r\n--" + boundary)[1:]:
+        if section.startswith(b"--"):
+            break  # the closing delimiter
+        head, _, data = section.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        headers = BytesHeaderParser().parsebytes(head)
+        name = headers.get_param("name", header="content-disposition")
+        if isinstance(name, str):
+            fields[name] = (headers.get_filename(), data)
+    return fields
 
 
 def _response(reply: Reply) -> web.Response:
@@ -104,7 +200,8 @@ class JudgeServer:
         verbose: bool = False,
     ) -> None:
         self.host = host
-        self._app = judge_app(responder, models)
+        self.batches = BatchService(responder)  # its knobs: seconds_per_state, fates, limits
+        self._app = judge_app(responder, models, self.batches)
         self._verbose = verbose
         self._socket = socket.create_server((host, port), backlog=BACKLOG)
         self._port = int(self._socket.getsockname()[1])
