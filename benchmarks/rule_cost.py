@@ -7,7 +7,8 @@ machine may be busy) for ``applies`` and, where it applies, ``check``, per trace
   and uncited answers with tricky brackets and code, agent traces, one 28 KB answer;
 - ``factcheck-gpt``: the bundled 514 real RAG traces: short claims without markers, their
   documents plain strings with no id, title or URL to look for;
-- ``28 KB answer``: the sample's largest answer alone, its one marker at the very end.
+- ``28 KB answer``: the sample's largest answer alone, its one marker at the very end;
+- ``hostile ids``: 256 documents with ids ``a`` ... 256 ``a``, and an answer of 400 kB of ``a``.
 
     python -m benchmarks.rule_cost [--passes 5]
 """
@@ -55,7 +56,13 @@ def trace_sets() -> dict[str, list[TraceEvent]]:
         for row in read_labelled()
     ]
     largest = max(labelled, key=lambda trace: len(trace.output or ""))
-    return {"rules-sample": labelled, "factcheck-gpt": factcheck, "28 KB answer": [largest]}
+    # A hostile record: 256 document ids a, aa, ... and 400 kB of a: each id occurs ~400,000
+    # times, never as a word of its own (the review found this took 69 s; now linear).
+    hostile = TraceEvent.model_validate({
+        "trace_id": "hostile", "output": "a" * 400_000,
+        "retrieved_documents": [{"content": "x", "id": "a" * n} for n in range(1, 257)]})
+    return {"rules-sample": labelled, "factcheck-gpt": factcheck, "28 KB answer": [largest],
+            "hostile ids": [hostile]}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

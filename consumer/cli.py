@@ -72,8 +72,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="only count and estimate tokens: no judge calls, nothing published")
     replay.add_argument("--price-per-million-tokens", type=float, metavar="USD",
                         default=DEFAULT_PRICE_PER_MILLION_TOKENS,
-                        help="for the dry run's cost estimate (default: %(default)s, "
-                             "gpt-4o-mini input pricing)")
+                        help="the dry run's price for every token when JUDGE_PRICE_* are "
+                             "unset (default: %(default)s, gpt-4o-mini input pricing)")
     replay.set_defaults(command=_replay)
 
     check = commands.add_parser(

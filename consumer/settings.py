@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from consumer.cost.trace_filter import SETTING as FILTER_SETTING
@@ -129,6 +130,13 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_price_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("sample_rate", "judge_cache_size", mode="before")
+    @classmethod
+    def _blank_is_the_default(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():  # as a chart or compose file renders
+            raise PydanticUseDefault
+        return value
 
     @model_validator(mode="after")
     def _both_prices_or_none(self) -> Settings:

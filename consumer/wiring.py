@@ -21,6 +21,7 @@ from consumer.cost.pricing import Prices
 from consumer.evaluate import Evaluator
 from consumer.judge.client import OpenAIJudge, build_judge
 from consumer.judge.prompt import Limits
+from consumer.judge.result import Judge
 from consumer.ops import metrics
 from consumer.rules.base import DeterministicRule, JudgedRule
 from consumer.rules.groundedness import Groundedness
@@ -66,7 +67,7 @@ def make_judge(settings: Settings) -> OpenAIJudge:
     )
 
 
-def make_evaluator(settings: Settings, judge: OpenAIJudge | None = None) -> Evaluator:
+def make_evaluator(settings: Settings, judge: Judge | None = None) -> Evaluator:
     """Judge (``make_judge`` unless given), threshold, limits, answer cache and prices from
     the settings."""
     return Evaluator(judge or make_judge(settings), settings.threshold, limits(settings),
@@ -80,14 +81,15 @@ def prices(settings: Settings) -> Prices | None:
     return Prices(given[0], given[1]) if given[0] is not None and given[1] is not None else None
 
 
-def make_rules(settings: Settings, judge: OpenAIJudge | None = None, *,
+def make_rules(settings: Settings, judge: Judge | None = None, *,
                names: Sequence[str] | None = None, select: bool = True) -> RuleSet:
     """The rules of ``RULES`` (or ``names``), in order: with ``groundedness``, the evaluator
     (``make_judge`` unless given: refuses without ``OPENAI_API_KEY``); without it, no judge
     and no key. ``select``: ``SAMPLE_RATE`` and ``TRACE_FILTER`` choose the traces judged
     (``eval`` measures every labelled row, so it does not select)."""
     names = tuple(settings.rules if names is None else names)
-    options = RuleOptions(citation_pattern=settings.citation_pattern)
+    options = RuleOptions(citation_pattern=settings.citation_pattern,
+                          secrets=tuple(settings.secrets()))
     checks = {rule.name: rule for rule in build_rules(names, options)}
     rules: list[JudgedRule | DeterministicRule] = [
         Groundedness(make_evaluator(settings, judge)) if name == GROUNDEDNESS else checks[name]

@@ -2,11 +2,13 @@
 
 Both read traces from a file, evaluate them concurrently (the judge holds at most
 ``JUDGE_MAX_CONCURRENCY`` calls; at most ``max_in_flight`` traces are started ahead) and take
-the results in input order. ``check`` runs every rule of ``RULES`` and prints one verdict JSON
-line per trace and rule that applies, then a summary per rule on stderr; ``eval`` compares the
-judge's verdicts with labels (``consumer.commands.calibration``), from the worker's labelled
-JSON lines or a public benchmark's file (``consumer.commands.benchmark_sets``); the rules'
-labels of ``--format rules`` are ``consumer.commands.rule_eval``'s.
+the results in input order. ``check`` runs every rule of ``RULES`` (with ``TRACE_FILTER``,
+``SAMPLE_RATE``, the answer cache and prices, as ``run``) and prints one verdict JSON line per
+trace and rule that applies, then on stderr a summary per rule, what was left out and why, and
+what the judge cost; ``eval`` compares the judge's verdicts with labels
+(``consumer.commands.calibration``), from the worker's labelled JSON lines or a public
+benchmark's file (``consumer.commands.benchmark_sets``); the rules' labels of ``--format
+rules`` are ``consumer.commands.rule_eval``'s.
 
 ``check`` reads trace events (``trace_json``) or OpenTelemetry spans (``otlp_json``, assembled
 into traces by ``otlp_file``), one JSON document or JSON lines either way. ``auto`` tells them
@@ -31,16 +33,25 @@ from consumer.commands.benchmark_sets import BENCHMARKS, BenchmarkSet, read_benc
 from consumer.commands.calibration import Confusion, best_threshold, confusion, roc_auc
 from consumer.commands.otlp_file import read_otlp_chunks
 from consumer.commands.progress import Reporter
+from consumer.commands.replay_tally import Tally
+from consumer.cost.pricing import format_usd
 from consumer.errors import ConfigError, DecodeError
 from consumer.jsonl import numbered_lines, parse_labelled, read_text
+from consumer.rules.rule_set import Skip
 from consumer.settings import Settings
 from consumer.stream.decode import decode_trace
 from consumer.verdicts import TraceOrigin
 from consumer.wiring import make_evaluator, make_rules, max_in_flight
 from schemas.trace import Document, TraceEvent
+from schemas.verdict import RULE
 
 EXIT_OK = 0
 EXIT_NOT_ALL_JUDGED = 1
+
+# How ``check`` names each reason a trace got no verdict (or no judged one).
+LEFT_OUT_LABELS: dict[Skip, str] = {
+    "empty_output": "empty output", "filtered": "filtered out (TRACE_FILTER)",
+    "sampled_out": "sampled out of judging (SAMPLE_RATE)"}
 
 CheckFormat = Literal["auto", "trace_json", "otlp_json"]
 CHECK_FORMATS: tuple[CheckFormat, ...] = ("auto", "trace_json", "otlp_json")
@@ -175,36 +186,60 @@ async def check(settings: Settings, text: str, file_format: CheckFormat = "auto"
     found = read_check_input(text, file_format)
     for message in (*found.problems, *found.skipped):
         print(f"check: {message}", file=sys.stderr)
-    counts: Counter[tuple[str, str]] = Counter()  # (rule, verdict) -> verdicts
+    tally = Tally()  # the verdicts by rule, and the judge's tokens, cache hits and cost
+    left_out: Counter[Skip] = Counter({"empty_output": len(found.skipped)})
     try:
         results = evaluate_in_order(
             (rules.evaluate(item.trace, origin=item.origin) for item in found.traces),
             max_in_flight(settings),
         )
         async for found_for_trace in results:
+            if found_for_trace.skipped is not None:
+                left_out[found_for_trace.skipped] += 1
             for evaluation in found_for_trace.evaluations:
-                counts[evaluation.verdict.rule, evaluation.verdict.verdict] += 1
+                tally.add(evaluation.verdict)
                 print(evaluation.verdict.model_dump_json(), flush=True)
     finally:
         await rules.close()
     if found.traces:
-        for line in check_summary(rules.names, counts, len(found.traces)):
+        lines = check_summary(rules.names, tally.by_rule, len(found.traces), left_out)
+        for line in (*lines, *cost_summary(rules.names, tally, left_out)):
             print(f"check: {line}", file=sys.stderr)
-    errors = sum(count for (_, verdict), count in counts.items() if verdict == "error")
-    return EXIT_NOT_ALL_JUDGED if errors or found.problems else EXIT_OK
+    return EXIT_NOT_ALL_JUDGED if tally.verdicts["error"] or found.problems else EXIT_OK
 
 
-def check_summary(rules: Sequence[str], counts: Counter[tuple[str, str]],
-                  traces: int) -> list[str]:
+def check_summary(rules: Sequence[str], counts: Counter[tuple[str, str]], traces: int,
+                  left_out: Counter[Skip] | None = None) -> list[str]:
     """A line per rule: its verdicts, and the traces (of those with an answer) it did not
-    apply to."""
+    apply to; a trace ``TRACE_FILTER`` left out is no rule's, one ``SAMPLE_RATE`` left out
+    not the judge's."""
+    left_out = left_out or Counter()
     lines = []
     for rule in rules:
         verdicts = [counts[rule, kind] for kind in ("pass", "fail", "error")]
         line = "{}: {} pass, {} fail, {} error".format(rule, *verdicts)
-        if traces > sum(verdicts):
-            line += f", not applicable to {traces - sum(verdicts)} of {traces} traces"
+        seen = traces - left_out["filtered"] - (left_out["sampled_out"] if rule == RULE else 0)
+        if seen > sum(verdicts):
+            line += f", not applicable to {seen - sum(verdicts)} of {seen} traces"
         lines.append(line)
+    return lines
+
+
+def cost_summary(rules: Sequence[str], tally: Tally, left_out: Counter[Skip]) -> list[str]:
+    """What the cost controls left out, by reason (when any was), and what the judge's
+    verdicts cost (with ``groundedness`` among the rules)."""
+    lines = []
+    reasons = [f"{left_out[reason]} {label}" for reason, label in LEFT_OUT_LABELS.items()
+               if left_out[reason]]
+    if reasons:
+        lines.append(f"left out: {', '.join(reasons)}")
+    if RULE in rules:
+        cost = tally.cost
+        spent = (format_usd(cost.cost_usd) if cost.cost_usd is not None
+                 else "no prices set (JUDGE_PRICE_*)")
+        lines.append(f"judge: {cost.verdicts} verdicts, {tally.cache_hits} from the cache, "
+                     f"{cost.total_tokens:,} tokens ({cost.prompt_tokens:,} prompt + "
+                     f"{cost.completion_tokens:,} completion), {spent}")
     return lines
 
 

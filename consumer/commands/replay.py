@@ -20,9 +20,12 @@ is the replay's start, and a trace still open then is left to the live worker. I
 goes through the same pipeline, with the closed traces counted instead of judged and a sink
 that sends nothing (``replay_dry_run.py``).
 
-Every rule of ``RULES`` runs, as in ``run``: one verdict per trace and applicable rule, and a
-summary per rule; without ``groundedness`` no judge is built and no key is needed. A dry run
-runs the deterministic rules for real and only estimates the judge's calls.
+Every rule of ``RULES`` runs, as in ``run``, with its cost controls (``TRACE_FILTER``,
+``SAMPLE_RATE``, the answer cache, prices): one verdict per trace and applicable rule, and a
+summary per rule with what was left out and what the judge cost; without ``groundedness`` no
+judge is built and no key is needed. A dry run runs the same rules with a judge that only
+estimates (``replay_dry_run.py``): the deterministic rules for real, the filter, sampling and
+cache deciding as they would, the judge's calls counted and priced.
 
 Verdict ids are deterministic, so replaying a window again overwrites rather than multiplies.
 """
@@ -43,14 +46,18 @@ from aiokafka.errors import KafkaError
 
 from consumer import wiring
 from consumer.commands.progress import Reporter
-from consumer.commands.replay_dry_run import DryRun, NullSink, TraceCounter, UncalledJudge
+from consumer.commands.replay_dry_run import (
+    DryRun,
+    DryRunPrices,
+    NullSink,
+    TraceCounter,
+    dry_run_rules,
+)
 from consumer.commands.replay_spans import read_log
 from consumer.commands.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS, SpanWindow, summarise
 from consumer.commands.replay_tally import RecordingSink, Tally
 from consumer.commands.replay_window import Window, WindowConsumer
-from consumer.commands.rule_choice import make_checks
 from consumer.errors import ConfigError
-from consumer.evaluate import Evaluator
 from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings
 from consumer.stream import aiokafka_compat
@@ -86,6 +93,7 @@ class ReplayRequest:
     start: datetime
     end: datetime | None
     dry_run: bool = False
+    # The dry run's estimate without JUDGE_PRICE_*: every estimated token at this price.
     price_per_million_tokens: float = DEFAULT_PRICE_PER_MILLION_TOKENS
 
     def describe(self, complete: bool) -> dict[str, Any]:
@@ -144,10 +152,10 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
     """Replay the window; returns the summary (``complete`` is False if stopped early)."""
     if request.end is not None and request.end <= request.start:
         raise ConfigError("--to must be later than --from")
-    # Checked before any Kafka client exists, as for `run`; a dry run builds no judge, and
-    # runs only the deterministic rules.
-    rules = None if request.dry_run else wiring.make_rules(settings)
-    checks = make_checks(settings) if request.dry_run else None
+    # Checked before any Kafka client exists, as for `run`; a dry run's judge only estimates.
+    rules = dry_run_rules(settings) if request.dry_run else wiring.make_rules(settings)
+    dry = (DryRun(rules, DryRunPrices.of(settings, request.price_per_million_tokens))
+           if request.dry_run else None)
     stop = asyncio.Event()
     if threading.current_thread() is threading.main_thread():
         wiring.install_signal_handlers(stop)
@@ -185,18 +193,16 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
             window.on_progress = progress.update
             window.check()
             if span_topic:
-                summary = await _replay_spans(settings, request, window, reader, rules,
-                                              checks, started, started_at)
+                summary = await _replay_spans(settings, request, window, reader, rules, dry,
+                                              started, started_at)
                 progress.update(window.completed)
                 return summary
-            if rules is None:
-                dry = DryRun(wiring.limits(settings), checks, settings.judging)
+            if dry is not None:
                 await _dry_run(WindowConsumer(reader, window), window, dry)
                 progress.update(window.completed)
                 return summarise(
                     request.describe(window.complete), window.records,
                     time.monotonic() - started, Counter(), settings.rules, dry=dry,
-                    price_per_million_tokens=request.price_per_million_tokens,
                 )
             tally = Tally()
             outcomes = (await _judge(settings, window, reader, rules, tally,
@@ -213,9 +219,7 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
             await reader.stop()
         except KafkaError as exc:
             log.warning("replay_reader_stop_failed", error=str(exc))
-        for rule_set in (rules, checks):
-            if rule_set is not None:
-                await rule_set.close()
+        await rules.close()
 
 
 async def _judge(
@@ -248,15 +252,17 @@ async def _run_pipeline(
 
 async def _replay_spans(
     settings: Settings, request: ReplayRequest, window: Window, reader: AIOKafkaConsumer,
-    rules: RuleSet | None, checks: RuleSet | None, started: float, started_at: float,
+    rules: RuleSet, dry: DryRun | None, started: float, started_at: float,
 ) -> dict[str, Any]:
     """A span topic's window through the pipeline: judged, or (a dry run) counted."""
-    tally, dry = Tally(), None
-    if rules is None:
-        counter = TraceCounter(wiring.limits(settings), checks, settings.judging)
-        pipeline = await _run_pipeline(settings, window, reader, _uncalled(settings, checks),
-                                       NullSink(), started_at, counter)
-        dry, no_candidate = counter.dry, counter.no_candidate
+    tally = Tally()
+    if dry is not None:
+        # The counter takes each closed trace through the rules itself: the pipeline's rules
+        # are the same (estimating) ones, never called by it.
+        counter = TraceCounter(dry)
+        pipeline = await _run_pipeline(settings, window, reader, rules, NullSink(), started_at,
+                                       counter)
+        no_candidate = counter.no_candidate
         dry.dead_lettered = pipeline.outcomes["dead_lettered"]
     else:
         pipeline = await _judge(settings, window, reader, rules, tally, started_at)
@@ -266,20 +272,8 @@ async def _replay_spans(
     return summarise(
         request.describe(window.complete), window.records, time.monotonic() - started,
         pipeline.outcomes, settings.rules, tally, dry=dry,
-        price_per_million_tokens=request.price_per_million_tokens,
         spans=SpanWindow(span_path.counts, no_candidate, window.read_on),
     )
-
-
-def _uncalled(settings: Settings, checks: RuleSet | None) -> RuleSet:
-    """The rules of a span topic's dry-run pipeline, which hands its closed traces to a
-    ``TraceCounter`` and so evaluates none: rules that call no judge."""
-    if checks is not None:
-        return checks
-    # RULES is groundedness alone, so MIN_ACCEPTABLE_SCORE is set.
-    uncalled = Evaluator(UncalledJudge(settings.judge_model), settings.threshold,
-                         wiring.limits(settings))
-    return RuleSet.groundedness(uncalled)
 
 
 async def _dry_run(consumer: WindowConsumer, window: Window, dry: DryRun) -> None:

@@ -5,6 +5,12 @@ run's counts and estimate (``replay_dry_run.py``), and a span topic's traces and
 ``RULES`` its own (a dry run: each deterministic rule's, run for real, and how many traces
 ``groundedness`` would judge). ``records`` counts records, however many verdicts each trace
 got; a trace with an answer that no rule applies to is ``not_applicable``.
+
+What the cost controls left out is counted by reason, as ``groundedness_skipped_total`` counts
+it: ``skipped`` (an empty output), ``filtered`` (``TRACE_FILTER``: no verdict at all) and
+``sampled_out`` (``SAMPLE_RATE``: no judged verdict; the deterministic rules' are counted with
+their rules). The judge's ``cache_hits``, ``tokens`` and ``cost_usd`` (null without
+``JUDGE_PRICE_*``) are summed from the published verdicts; a dry run's are its estimate.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from rich.table import Table
 
 from consumer.commands.calibration import percentile
 from consumer.commands.replay_tally import Tally
+from consumer.cost.pricing import format_usd
 from schemas.verdict import RULE
 
 if TYPE_CHECKING:  # types only; keeps aiokafka and protobuf out of `groundedness --help`
@@ -25,10 +32,14 @@ if TYPE_CHECKING:  # types only; keeps aiokafka and protobuf out of `groundednes
     from consumer.telemetry.assembly import AssemblyCounts
 
 SCORE_KEYS = ("0.00", "0.25", "0.50", "0.75", "1.00")
-# gpt-4o-mini input price (USD per million tokens, OpenAI's list price when written); the
-# dry run's cost is an estimate: every estimated token (answer allowance included) is priced
-# at this rate.
+# The dry run's fallback price without JUDGE_PRICE_* (``--price-per-million-tokens``):
+# gpt-4o-mini's input price (USD per million tokens, OpenAI's list price when written), put on
+# every estimated token, answer allowance included: a rough guess, where the configured prices
+# price the prompt and the answer each at its own rate.
 DEFAULT_PRICE_PER_MILLION_TOKENS = 0.15
+# Where a dry run's prices come from: its summary's ``prices.from``.
+CONFIGURED_PRICES = "JUDGE_PRICE_*"
+FALLBACK_PRICE = "--price-per-million-tokens"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +75,6 @@ def summarise(
     rules: Sequence[str],
     tally: Tally | None = None,
     dry: DryRun | None = None,
-    price_per_million_tokens: float = 0.0,
     spans: SpanWindow | None = None,
 ) -> dict[str, Any]:
     """The summary ``--summary-json`` writes (and the table shows).
@@ -75,29 +85,35 @@ def summarise(
     """
     tally = tally or Tally()
     latencies = [float(ms) for ms in tally.latencies_ms]
+    left_out = ({"skipped": dry.skipped["empty_output"], "filtered": dry.skipped["filtered"],
+                 "sampled_out": dry.skipped["sampled_out"]} if dry is not None else
+                {key: outcomes[key] for key in ("skipped", "filtered", "sampled_out")})
     summary: dict[str, Any] = {
         **window,
         "records": records,
         "pass": tally.verdicts["pass"],
         "fail": tally.verdicts["fail"],
         "error": tally.verdicts["error"],
-        "skipped": dry.skipped if dry else outcomes["skipped"],
+        **left_out,
         "not_applicable": dry.not_applicable if dry else outcomes["not_applicable"],
         "dead_lettered": dry.dead_lettered if dry else outcomes["dead_lettered"],
         "rules": {name: _rule_counts(name, tally, dry) for name in rules},
         "scores": {key: tally.scores[key] for key in SCORE_KEYS},
         "latency_ms_p50": percentile(latencies, 50),
         "latency_ms_p95": percentile(latencies, 95),
-        "tokens": {kind: tally.tokens[kind] for kind in ("prompt", "completion", "total")},
+        "cache_hits": dry.cache_hits if dry else tally.cache_hits,
+        "tokens": tally.tokens,
+        "cost_usd": tally.cost.cost_usd,
         "elapsed_s": round(elapsed_s, 3),
     }
     if dry is not None:
-        cost = dry.estimated_tokens / 1_000_000 * price_per_million_tokens
         summary |= {
             "would_judge": dry.would_judge,
             "estimated_tokens": dry.estimated_tokens,
-            "price_per_million_tokens": price_per_million_tokens,
-            "estimated_cost_usd": round(cost, 6),
+            # A range: the prompts alone, up to every answer at its whole allowance.
+            "estimated_cost_usd_min": dry.prompt_cost_usd,
+            "estimated_cost_usd": dry.estimate.cost_usd or 0.0,
+            "prices": dry.prices.summary(),
         }
     if spans is not None:
         summary |= spans.summary()
@@ -133,6 +149,11 @@ def summary_table(summary: dict[str, Any]) -> Table:
     if RULE not in rules:  # groundedness applies to every answer: never any then
         table.add_row("no rule applies", str(summary["not_applicable"]))
     table.add_row("skipped (empty output)", str(summary["skipped"]))
+    # Left out by a cost control: shown when one was, as a setting nobody uses is no news.
+    if summary["filtered"]:
+        table.add_row("filtered out (TRACE_FILTER)", str(summary["filtered"]))
+    if summary["sampled_out"]:
+        table.add_row("not judged: sampled out (SAMPLE_RATE)", str(summary["sampled_out"]))
     table.add_row("dead-lettered", str(summary["dead_lettered"]))
     if list(rules) != [RULE]:  # groundedness alone: the totals are its own
         _rule_rows(table, rules)
@@ -140,10 +161,13 @@ def summary_table(summary: dict[str, Any]) -> Table:
         _span_rows(table, summary)
     table.add_section()
     if summary["dry_run"]:
+        if summary["cache_hits"]:
+            table.add_row("of those, answered by the cache", str(summary["cache_hits"]))
         table.add_row("estimated tokens", f"{summary['estimated_tokens']:,}")
-        price = summary["price_per_million_tokens"]
-        table.add_row(f"estimated cost at ${price:g}/M tokens",
-                      f"${summary['estimated_cost_usd']:,.4f}")
+        low, high = summary["estimated_cost_usd_min"], summary["estimated_cost_usd"]
+        table.add_row("estimated cost (prompts alone, with whole answers)",
+                      f"{format_usd(low)} to {format_usd(high)}" if high else format_usd(high))
+        table.add_row("prices (USD per M tokens)", _priced_at(summary["prices"]))
     else:
         for key, count in summary["scores"].items():
             table.add_row(f"score {key}", str(count))
@@ -154,10 +178,21 @@ def summary_table(summary: dict[str, Any]) -> Table:
         tokens = summary["tokens"]
         table.add_row("tokens (prompt + completion)",
                       f"{tokens['total']:,} ({tokens['prompt']:,} + {tokens['completion']:,})")
+        if RULE in rules:
+            table.add_row("answers from the cache (no tokens)", str(summary["cache_hits"]))
+            table.add_row("judge cost (JUDGE_PRICE_*)", format_usd(summary["cost_usd"]))
     elapsed = summary["elapsed_s"]
     rate = summary["records"] / elapsed if elapsed > 0 else 0.0
     table.add_row("wall time", f"{elapsed:.1f} s ({rate:,.1f} records/s)")
     return table
+
+
+def _priced_at(prices: dict[str, Any]) -> str:
+    """The dry run's prices, and where they come from."""
+    given, taken = prices["input_per_million"], prices["output_per_million"]
+    if prices["from"] == FALLBACK_PRICE:
+        return f"{given:g} ({FALLBACK_PRICE})"
+    return f"{given:g} in / {taken:g} out ({CONFIGURED_PRICES})"
 
 
 def _rule_rows(table: Table, rules: dict[str, dict[str, int]]) -> None:

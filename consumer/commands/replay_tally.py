@@ -1,8 +1,10 @@
 """What a replay's published verdicts add up to: counted as the broker acknowledges each.
 
-Every verdict counts in the totals and in its rule's; scores, latencies and tokens are the
-judge's (``groundedness``): a deterministic verdict's score is its pass or fail, its latency 0,
-and counted there they would only blur the judge's figures."""
+Every verdict counts in the totals and in its rule's; scores, latencies, tokens, cache hits and
+cost are the judge's (``groundedness``): a deterministic verdict's score is its pass or fail,
+its latency 0, and counted there they would only blur the judge's figures. Tokens and cost are
+the verdicts' own (``usage``, ``cost_usd``: a cached answer's are 0, an error's count too), so
+the summary says what the worker's metrics say for the same verdicts."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from consumer.cost.pricing import CostTally
 from schemas.verdict import RULE, VerdictEvent
 
 if TYPE_CHECKING:  # types only; keeps aiokafka out of `groundedness --help`
@@ -24,7 +27,8 @@ class Tally:
     by_rule: Counter[tuple[str, str]] = field(default_factory=Counter)  # (rule, verdict)
     scores: Counter[str] = field(default_factory=Counter)
     latencies_ms: list[int] = field(default_factory=list)
-    tokens: Counter[str] = field(default_factory=Counter)
+    cost: CostTally = field(default_factory=CostTally)  # the judge's tokens and USD
+    cache_hits: int = 0  # judge verdicts from a reused answer (``cached``)
 
     def add(self, verdict: VerdictEvent) -> None:
         """Count one verdict."""
@@ -34,11 +38,17 @@ class Tally:
             return
         if verdict.score is not None:
             self.scores[f"{verdict.score:.2f}"] += 1
-        self.latencies_ms.append(verdict.latency_ms)
-        if verdict.usage is not None:
-            self.tokens["prompt"] += verdict.usage.prompt_tokens
-            self.tokens["completion"] += verdict.usage.completion_tokens
-            self.tokens["total"] += verdict.usage.total_tokens
+        if not verdict.cached:  # a reused answer took no judge time (nor in the metric)
+            self.latencies_ms.append(verdict.latency_ms)
+        self.cost.add(verdict.usage, verdict.cost_usd)
+        self.cache_hits += verdict.cached
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        """The judge's tokens: ``prompt``, ``completion`` and ``total``."""
+        cost = self.cost
+        return {"prompt": cost.prompt_tokens, "completion": cost.completion_tokens,
+                "total": cost.total_tokens}
 
 
 class RecordingSink:

@@ -1,8 +1,7 @@
 """Some rules, for a command that runs other rules than ``RULES`` says.
 
-A replay's dry run runs the deterministic rules of ``RULES`` (free and pure) but never the
-judge; ``eval --format rules`` runs the rules its dataset has labels for, on every row (no sampling
-or filter: it measures agreement). Both are built by ``wiring.make_rules`` with other names,
+``eval --format rules`` runs the rules its dataset has labels for, on every row (no sampling
+or filter: it measures agreement). They are built by ``wiring.make_rules`` with other names,
 so each rule is made as ``run`` makes it (``CITATION_PATTERN`` included), and a judge (with
 its key) only when ``groundedness`` is among them.
 """
@@ -12,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from consumer import wiring
-from consumer.rules.registry import GROUNDEDNESS
 from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings
 
@@ -25,7 +23,3 @@ def make_rules_named(settings: Settings, names: Sequence[str], *,
         return None
     return wiring.make_rules(settings, names=names, select=select)
 
-
-def make_checks(settings: Settings) -> RuleSet | None:
-    """The deterministic rules of ``RULES`` (no judge, no key); None when it names none."""
-    return make_rules_named(settings, [name for name in settings.rules if name != GROUNDEDNESS])

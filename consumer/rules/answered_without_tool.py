@@ -12,8 +12,9 @@ and the reason says the call failed. Fails otherwise, naming the tools that were
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from consumer.redaction import known_secrets, redact
 from consumer.rules.base import Outcome
 from consumer.verdicts import TraceOrigin
 from schemas.trace import ToolCall, TraceEvent
@@ -29,6 +30,9 @@ class AnsweredWithoutTool:
     name = "answered_without_tool"
     version = "v1"
 
+    def __init__(self, secrets: Sequence[str] = ()) -> None:
+        self.secrets = known_secrets(secrets)  # out of the names and errors quoted, before cuts
+
     def applies(self, trace: TraceEvent, origin: TraceOrigin | None) -> bool:
         """An answer, and a model that had tools."""
         return trace.has_output and bool(trace.tools_available or trace.tool_calls or trace.agent)
@@ -39,33 +43,36 @@ class AnsweredWithoutTool:
         if calls:
             count = len(calls)
             reason = (f"made {count} tool call{'s' if count != 1 else ''}: "
-                      f"{_names(call.name for call in calls)}")
+                      f"{_names((call.name for call in calls), self.secrets)}")
             failed = [call for call in calls if call.failed]
             if failed:
-                reason += f"; {len(failed)} failed: " + ", ".join(map(_failure, failed[:3]))
+                reason += f"; {len(failed)} failed: " + ", ".join(
+                    _failure(call, self.secrets) for call in failed[:3])
             return Outcome(True, reason)
         available = trace.tools_available or []
         if not available:
             return Outcome(False, "an agent answered without calling a tool "
                                   "(the trace does not list its tools)")
         count = len(dict.fromkeys(available))
+        named = _names(available, self.secrets)
         return Outcome(False, f"answered without calling a tool; {count} "
-                              f"{'was' if count == 1 else 'were'} available: {_names(available)}")
+                              f"{'was' if count == 1 else 'were'} available: {named}")
 
 
-def _names(names: Iterable[str]) -> str:
+def _names(names: Iterable[str], secrets: Sequence[str]) -> str:
     """Each name once, in order, cut; past ``MAX_NAMED_TOOLS``, how many more."""
     unique = list(dict.fromkeys(names))
-    shown = ", ".join(_cut(name, MAX_NAME_CHARS) for name in unique[:MAX_NAMED_TOOLS])
+    shown = ", ".join(_cut(name, MAX_NAME_CHARS, secrets) for name in unique[:MAX_NAMED_TOOLS])
     more = len(unique) - MAX_NAMED_TOOLS
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _failure(call: ToolCall) -> str:
+def _failure(call: ToolCall, secrets: Sequence[str]) -> str:
     error = call.error if isinstance(call.error, str) else json.dumps(call.error, sort_keys=True)
-    return f"{_cut(call.name, MAX_NAME_CHARS)} ({_cut(error, MAX_ERROR_CHARS)})"
+    return f"{_cut(call.name, MAX_NAME_CHARS, secrets)} ({_cut(error, MAX_ERROR_CHARS, secrets)})"
 
 
-def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+def _cut(text: str, limit: int, secrets: Sequence[str]) -> str:
+    # Redacted before the cut: a secret cut in two would no longer be found whole.
+    text = " ".join(redact(text, secrets).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -15,7 +15,9 @@ documents the answer had.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from consumer.redaction import known_secrets, redact
 from consumer.rules.base import Outcome
 from consumer.rules.citations import DEFAULT_MARKERS, first_reference, references
 from consumer.rules.prose import prose
@@ -46,8 +48,10 @@ class MissingCitation:
     name = "missing_citation"
     version = "v1"
 
-    def __init__(self, pattern: re.Pattern[str] | None = None) -> None:
+    def __init__(self, pattern: re.Pattern[str] | None = None,
+                 secrets: Sequence[str] = ()) -> None:
         self.pattern = pattern  # None: the default markers and the documents' names
+        self.secrets = known_secrets(secrets)  # out of what the reason quotes, before its cut
 
     def applies(self, trace: TraceEvent, origin: TraceOrigin | None) -> bool:
         """An answer, and documents a retriever returned for it."""
@@ -58,22 +62,29 @@ class MissingCitation:
         """Pass when the answer cites, naming the first citation found."""
         answer, documents = trace.output or "", trace.retrieved_documents or []
         text = prose(answer)
-        marker = (self.pattern or DEFAULT_MARKERS).search(text)
+        marker = self._first_marker(text)
         if marker is not None:
-            return Outcome(True, f"citation marker {_quoted(marker.group())} found")
+            return Outcome(True, f"citation marker {self._quoted(marker.group())} found")
         if self.pattern is None and (cited := first_reference(text, references(documents))):
             return Outcome(True, f"cites a retrieved document by its {cited.kind}: "
-                                 f"{_quoted(cited.text)}")
+                                 f"{self._quoted(cited.text)}")
         what = "no match of CITATION_PATTERN" if self.pattern else "no citation marker"
-        in_code = (self.pattern or DEFAULT_MARKERS).search(answer) if text != answer else None
-        aside = f" (only inside code: {_quoted(in_code.group())})" if in_code else ""
+        in_code = self._first_marker(answer) if text != answer else None
+        aside = f" (only inside code: {self._quoted(in_code.group())})" if in_code else ""
         count = len(documents)
         return Outcome(False, f"{what} in the answer{aside}; it had {count} retrieved "
                               f"document{'s' if count != 1 else ''}")
 
 
-def _quoted(text: str) -> str:
-    text = " ".join(text.split())
-    if len(text) > MAX_QUOTED_CHARS:
-        text = text[:MAX_QUOTED_CHARS - 1] + "…"
-    return f'"{text}"'
+    def _first_marker(self, text: str) -> re.Match[str] | None:
+        """The first non-empty match: a CITATION_PATTERN such as ``(?=\\[)`` matches only
+        empty text, which cites nothing (the start-up check cannot see every such pattern)."""
+        return next((match for match in (self.pattern or DEFAULT_MARKERS).finditer(text)
+                     if match.end() > match.start()), None)
+
+    def _quoted(self, text: str) -> str:
+        # Redacted before the cut: a secret cut in two would no longer be found whole.
+        text = " ".join(redact(text, self.secrets).split())
+        if len(text) > MAX_QUOTED_CHARS:
+            text = text[:MAX_QUOTED_CHARS - 1] + "…"
+        return f'"{text}"'

@@ -30,11 +30,13 @@ class RuleOptions:
     """What the settings say of the deterministic rules."""
 
     citation_pattern: re.Pattern[str] | None = None  # CITATION_PATTERN, compiled
+    secrets: tuple[str, ...] = ()  # redacted from what a rule's reason quotes
 
 
 REGISTRY: dict[str, Callable[[RuleOptions], DeterministicRule]] = {
-    MissingCitation.name: lambda options: MissingCitation(options.citation_pattern),
-    AnsweredWithoutTool.name: lambda options: AnsweredWithoutTool(),
+    MissingCitation.name: lambda options: MissingCitation(options.citation_pattern,
+                                                          options.secrets),
+    AnsweredWithoutTool.name: lambda options: AnsweredWithoutTool(options.secrets),
 }
 KNOWN_RULES = (GROUNDEDNESS, *REGISTRY)
 

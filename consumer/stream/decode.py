@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from consumer.errors import DecodeError
+from consumer.telemetry.mapped import UNNAMED_TOOL
 from schemas.trace import TraceEvent
 
 MAX_DECODE_REASON_CHARS = 300
@@ -34,6 +35,8 @@ _SURROGATE = re.compile("[\\ud800-\\udfff]")
 _CARRIED = frozenset({"project_id", "timestamp", "metadata", "schema_version", "agent",
                       "tools_available", "tool_calls"})
 _CARRIED_BY_DOCUMENTS = frozenset({"id", "metadata"})
+# Lists whose bad items are dropped one by one: one odd tool must not hide the others.
+_LISTED = frozenset({"tools_available", "tool_calls"})
 
 log = structlog.get_logger(__name__)
 
@@ -75,12 +78,21 @@ def _validate(document: dict[str, Any]) -> TraceEvent:
         refusing = [error for error in errors if _carried(error["loc"]) is None]
         if refusing:
             raise DecodeError(_cut(f"not a trace event: {_problem(refusing)}")) from exc
+    bad_items: dict[str, dict[int, set[str]]] = {}  # tool list -> item -> its bad fields
     for error in errors:
         where = _carried(error["loc"]) or ()
+        problem = _cut(error["msg"].removeprefix("Value error, "))
+        if where[0] in _LISTED and len(where) == 2:
+            field = str(error["loc"][2]) if len(error["loc"]) > 2 else ""
+            bad_items.setdefault(str(where[0]), {}).setdefault(int(where[1]), set()).add(field)
+            log.debug("trace_field_dropped", field=".".join(map(str, where)), problem=problem)
+            continue
         holder: Any = document if len(where) == 1 else document[str(where[0])][where[1]]
         if holder.pop(where[-1], None) is not None:
-            log.debug("trace_field_dropped", field=".".join(map(str, where)),
-                      problem=_cut(error["msg"].removeprefix("Value error, ")))
+            log.debug("trace_field_dropped", field=".".join(map(str, where)), problem=problem)
+    for name, items in bad_items.items():
+        kept = (_mended(name, item, items.get(index)) for index, item in enumerate(document[name]))
+        document[name] = [item for item in kept if item is not None] or None
     try:
         return TraceEvent.model_validate(document)
     except ValidationError as exc:  # not expected: what is left had no problem
@@ -88,8 +100,22 @@ def _validate(document: dict[str, Any]) -> TraceEvent:
         raise DecodeError(_cut(f"not a trace event: {_problem(problems)}")) from exc
 
 
+def _mended(name: str, item: Any, bad: set[str] | None) -> Any:
+    """One item of a tool list as kept: as it is when it had no problem; a tool call whose
+    only problem is its name still ran, under a placeholder name (as from spans); any other
+    bad item is dropped (None), its list's good items kept."""
+    if bad is None:
+        return item
+    if name == "tool_calls" and bad == {"name"} and isinstance(item, dict):
+        return {**item, "name": UNNAMED_TOOL}
+    return None
+
+
 def _carried(loc: tuple[int | str, ...]) -> tuple[int | str, ...] | None:
-    """Where a carried-along field is, if the problem at ``loc`` lies in one."""
+    """Where a carried-along field is, if the problem at ``loc`` lies in one: one item of a
+    tool list, else the whole field."""
+    if loc[:1] and loc[0] in _LISTED and len(loc) >= 2 and isinstance(loc[1], int):
+        return loc[:2]
     if loc[:1] and loc[0] in _CARRIED:
         return loc[:1]
     if (len(loc) >= 3 and loc[0] == "retrieved_documents" and isinstance(loc[1], int)

@@ -205,6 +205,11 @@ async def test_dry_run_counts_and_estimates_without_judging_or_publishing(
     assert summary["estimated_tokens"] > 24 * 400  # each request carries the answer allowance
     assert summary["estimated_cost_usd"] == pytest.approx(
         summary["estimated_tokens"] * 2 / 1_000_000, abs=1e-6)
+    # Without JUDGE_PRICE_*, the fallback on every token; the low end prices the prompts alone.
+    assert summary["prices"] == {"input_per_million": 2.0, "output_per_million": 2.0,
+                                 "from": "--price-per-million-tokens"}
+    assert summary["estimated_cost_usd_min"] == pytest.approx(
+        (summary["estimated_tokens"] - 24 * 400) * 2 / 1_000_000, abs=1e-9)
     assert judge.count() == 0
     assert await read_all(kafka, seeded.topics.verdicts, settle_s=1.0, timeout_s=3) == []
     assert await read_all(kafka, seeded.topics.dlq, settle_s=1.0, timeout_s=3) == []

@@ -40,6 +40,11 @@ CONTRACT_VARS = frozenset(
         "MAX_OPEN_TRACES",
         "RULES",
         "CITATION_PATTERN",
+        "SAMPLE_RATE",
+        "TRACE_FILTER",
+        "JUDGE_CACHE_SIZE",
+        "JUDGE_PRICE_INPUT_PER_MILLION",
+        "JUDGE_PRICE_OUTPUT_PER_MILLION",
     }
 )
 # Beyond the contract: the drain time, which the chart ties to the pod's grace period.

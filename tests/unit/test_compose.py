@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from consumer import wiring
 from consumer.rules.registry import parse_rules
+from consumer.settings import load_settings
 from tests.support.contract import CONTRACT_VARS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,6 +146,31 @@ def test_the_workers_take_their_rules_from_the_host(
     assert parse_rules(default.group(1)) == ("groundedness",)
     # Unset or empty: missing_citation's default markers.
     assert env["CITATION_PATTERN"] == "${CITATION_PATTERN:-}"
+
+
+COST_DEFAULTS = {"SAMPLE_RATE": "1.0", "TRACE_FILTER": "", "JUDGE_CACHE_SIZE": "10000",
+                 "JUDGE_PRICE_INPUT_PER_MILLION": "", "JUDGE_PRICE_OUTPUT_PER_MILLION": ""}
+
+
+@pytest.mark.parametrize("name", ["worker", "worker-spans"])
+def test_the_workers_take_their_cost_controls_from_the_host(
+    services: dict[str, Service], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # `SAMPLE_RATE=0.3 docker compose up` samples; unset, compose's defaults, which the worker
+    # must read as its own (an empty price is no price, not a refusal to start).
+    env = environment(services[name])
+    defaults = {}
+    for variable in COST_DEFAULTS:
+        passed = re.fullmatch(rf"\$\{{{variable}:-([^}}]*)\}}", env[variable])
+        assert passed is not None, env[variable]
+        defaults[variable] = passed.group(1)
+    assert defaults == COST_DEFAULTS
+    for variable, value in defaults.items():
+        monkeypatch.setenv(variable, value)
+    settings = load_settings(require_threshold=False)
+    assert (settings.sample_rate, settings.trace_filter, settings.judge_cache_size) == (
+        1.0, None, 10_000)
+    assert wiring.prices(settings) is None
 
 
 def test_local_judge(services: dict[str, Service]) -> None:

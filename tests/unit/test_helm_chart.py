@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from consumer.rules.registry import KNOWN_RULES
+from consumer.settings import load_settings
 from tests.support.contract import WORKER_VARS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +44,8 @@ ALWAYS_CONFIGURED = frozenset(
         "JUDGE_TIMEOUT_SECONDS",
         "JUDGE_MAX_CONCURRENCY",
         "RULES",
+        "SAMPLE_RATE",
+        "JUDGE_CACHE_SIZE",
         "MAX_DOCUMENTS",
         "MAX_DOCUMENT_CHARS",
         "MAX_OUTPUT_CHARS",
@@ -59,6 +62,7 @@ INTEGER_VARS = frozenset(
         "JUDGE_MAX_CONCURRENCY",
         "JUDGE_REQUESTS_PER_MINUTE",
         "JUDGE_TOKENS_PER_MINUTE",
+        "JUDGE_CACHE_SIZE",
         "MAX_DOCUMENTS",
         "MAX_DOCUMENT_CHARS",
         "MAX_OUTPUT_CHARS",
@@ -92,6 +96,10 @@ SASL_TLS_KEDA: Values = {
         "offsetResetPolicy": "latest",
     },
 }
+
+# A filter with every kind of quote JMESPath uses: it must reach the worker as written.
+FILTER = ("metadata.environment == 'production' && service != \"canary\" "
+          "&& length(retrieved_documents || `[]`) > `0`")
 
 # Values combinations that must lint and render.
 VALID_CASES: dict[str, Values] = {
@@ -154,6 +162,18 @@ VALID_CASES: dict[str, Values] = {
         "minAcceptableScore": 0.5,
         "rules": ["groundedness", "missing_citation", "answered_without_tool"],
         "citationPattern": r"\[\d+\]|【\d+】",
+    },
+    # Every cost control; decimals as `helm --set` passes them (strings).
+    "cost-controls": {
+        "minAcceptableScore": 0.5,
+        "cost": {"sampleRate": "0.3", "traceFilter": FILTER, "judgeCacheSize": 500,
+                 "prices": {"inputPerMillion": "0.15", "outputPerMillion": 0.6}},
+    },
+    # Zeros are values, not "unset": nothing judged, no cache, a free judge.
+    "cost-zeros": {
+        "minAcceptableScore": 0.5,
+        "cost": {"sampleRate": 0, "judgeCacheSize": 0,
+                 "prices": {"inputPerMillion": 0, "outputPerMillion": 0}},
     },
     # No judge: no key and no threshold asked for, and none referenced.
     "key-less": {"rules": ["missing_citation"]},
@@ -243,6 +263,43 @@ INVALID_CASES: dict[str, tuple[Values, tuple[str, ...], str]] = {
         "rules must be a list, e.g. --set 'rules={groundedness,missing_citation}'",
     ),
     "min-score-not-a-number": ({"minAcceptableScore": "high"}, (), "minAcceptableScore"),
+    "sample-rate-above-one": (
+        {"minAcceptableScore": 0.5, "cost": {"sampleRate": 1.5}}, (), "at '/cost/sampleRate'"),
+    "sample-rate-above-one-template-check": (
+        {"minAcceptableScore": 0.5, "cost": {"sampleRate": 1.5}},
+        ("--skip-schema-validation",),
+        "cost.sampleRate must be between 0 and 1 (SAMPLE_RATE), got 1.5",
+    ),
+    "sample-rate-a-percentage": (
+        {"minAcceptableScore": 0.5, "cost": {"sampleRate": "30%"}}, (), "at '/cost/sampleRate'"),
+    "sample-rate-null": (
+        {"minAcceptableScore": 0.5, "cost": {"sampleRate": None}}, (), "sampleRate"),
+    "cache-size-negative": (
+        {"minAcceptableScore": 0.5, "cost": {"judgeCacheSize": -1}}, (),
+        "at '/cost/judgeCacheSize': minimum: got -1, want 0"),
+    "cache-size-negative-template-check": (
+        {"minAcceptableScore": 0.5, "cost": {"judgeCacheSize": -1}},
+        ("--skip-schema-validation",),
+        "cost.judgeCacheSize must be 0 (off) or more (JUDGE_CACHE_SIZE), got -1",
+    ),
+    "input-price-alone": (
+        {"minAcceptableScore": 0.5, "cost": {"prices": {"inputPerMillion": 0.15}}}, (),
+        "at '/cost/prices/outputPerMillion'"),
+    "output-price-alone-template-check": (
+        {"minAcceptableScore": 0.5, "cost": {"prices": {"outputPerMillion": 0.6}}},
+        ("--skip-schema-validation",),
+        "cost.prices.inputPerMillion and cost.prices.outputPerMillion go together",
+    ),
+    "negative-price": (
+        {"minAcceptableScore": 0.5,
+         "cost": {"prices": {"inputPerMillion": -0.15, "outputPerMillion": 0.6}}}, (),
+        "at '/cost/prices/inputPerMillion'"),
+    "negative-price-template-check": (
+        {"minAcceptableScore": 0.5,
+         "cost": {"prices": {"inputPerMillion": 0.15, "outputPerMillion": -0.6}}},
+        ("--skip-schema-validation",),
+        "cost.prices.outputPerMillion cannot be negative, got -0.6",
+    ),
     "grace-equal-to-drain": (
         {"minAcceptableScore": 0.5, "drainSeconds": 60, "terminationGracePeriodSeconds": 60},
         (),
@@ -564,8 +621,12 @@ def test_defaults(render: Callable[[str], list[Manifest]]) -> None:
         "KAFKA_SASL_MECHANISM",
         "KAFKA_SASL_USERNAME",
         "KAFKA_SSL_CAFILE",
+        "TRACE_FILTER",
+        "JUDGE_PRICE_INPUT_PER_MILLION",
+        "JUDGE_PRICE_OUTPUT_PER_MILLION",
     ):
         assert unset not in data
+    assert (data["SAMPLE_RATE"], data["JUDGE_CACHE_SIZE"]) == ("1", "10000")
 
     deployment = one(manifests, "Deployment")
     assert deployment["spec"]["replicas"] == 1
@@ -670,6 +731,37 @@ def test_a_threshold_given_without_groundedness_still_reaches_the_worker(helm: H
     assert result.returncode == 0, result.stderr
     manifests = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
     assert config(manifests)["MIN_ACCEPTABLE_SCORE"] == "0.6"
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        pytest.param("cost-controls", ("0.3", FILTER, "500", "0.15", "0.6"), id="set"),
+        pytest.param("cost-zeros", ("0", None, "0", "0", "0"), id="zeros"),
+        pytest.param("defaults", ("1", None, "10000", None, None), id="defaults"),
+    ],
+)
+def test_the_cost_controls_reach_the_worker_as_it_reads_them(
+    render: Callable[[str], list[Manifest]], monkeypatch: pytest.MonkeyPatch, case: str,
+    expected: tuple[str | None, ...],
+) -> None:
+    data = config(render(case))
+    names = ("SAMPLE_RATE", "TRACE_FILTER", "JUDGE_CACHE_SIZE", "JUDGE_PRICE_INPUT_PER_MILLION",
+             "JUDGE_PRICE_OUTPUT_PER_MILLION")
+    assert tuple(data.get(name) for name in names) == expected
+    # The ConfigMap as the pod's environment: the worker's own settings accept every value
+    # (the filter compiles, the rate and prices parse) and read what the values said.
+    for name in WORKER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in data.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert settings.sample_rate == float(expected[0] or 1)
+    assert (settings.trace_filter.expression if settings.trace_filter else None) == expected[1]
+    assert settings.judge_cache_size == int(expected[2] or 0)
+    assert (settings.judge_price_input_per_million,
+            settings.judge_price_output_per_million) == tuple(
+        None if price is None else float(price) for price in expected[3:])
 
 
 def test_keda_with_sasl_and_tls(render: Callable[[str], list[Manifest]]) -> None:

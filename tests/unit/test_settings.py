@@ -10,6 +10,9 @@ from consumer.judge.prompt import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, estimate_tok
 from consumer.judge.shape import REASONING_ANSWER_TOKENS
 from consumer.settings import load_settings
 
+COST_VARIABLES = ("SAMPLE_RATE", "TRACE_FILTER", "JUDGE_CACHE_SIZE",
+                  "JUDGE_PRICE_INPUT_PER_MILLION", "JUDGE_PRICE_OUTPUT_PER_MILLION")
+
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -18,7 +21,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
                  "KAFKA_BOOTSTRAP_SERVERS", "TRACES_TOPIC", "VERDICTS_TOPIC", "DLQ_TOPIC",
                  "CONSUMER_GROUP", "JUDGE_MODEL", "HEALTH_PORT", "LOG_LEVEL", "LOG_FORMAT",
                  "JUDGE_TOKENS_PER_MINUTE", "TRACES_FORMAT", "TRACE_QUIET_SECONDS",
-                 "TRACE_MAX_WAIT_SECONDS", "MAX_OPEN_TRACES", "RULES", "CITATION_PATTERN"):
+                 "TRACE_MAX_WAIT_SECONDS", "MAX_OPEN_TRACES", "RULES", "CITATION_PATTERN",
+                 *COST_VARIABLES):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -42,6 +46,10 @@ def test_defaults_are_the_contracts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.trace_quiet_seconds, settings.trace_max_wait_seconds) == (10, 120)
     assert settings.max_open_traces == 10_000
     assert (settings.rules, settings.citation_pattern) == (("groundedness",), None)
+    assert (settings.sample_rate, settings.trace_filter, settings.judge_cache_size) == (
+        1.0, None, 10_000)
+    assert (settings.judge_price_input_per_million,
+            settings.judge_price_output_per_million) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -228,3 +236,105 @@ def test_tokens_per_minute_below_one_requests_minimum_is_refused(
     assert err.count("\n") == 1
     monkeypatch.setenv("JUDGE_TOKENS_PER_MINUTE", str(needed))
     assert load_settings().judge_tokens_per_minute == needed
+
+
+# -- cost controls ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        pytest.param({"SAMPLE_RATE": "1.5"},
+                     "SAMPLE_RATE: Input should be less than or equal to 1 (got '1.5')",
+                     id="rate-above-one"),
+        pytest.param({"SAMPLE_RATE": "-0.1"},
+                     "SAMPLE_RATE: Input should be greater than or equal to 0 (got '-0.1')",
+                     id="rate-below-zero"),
+        pytest.param({"SAMPLE_RATE": "nan"},
+                     "SAMPLE_RATE: Input should be a finite number (got 'nan')", id="rate-nan"),
+        pytest.param({"SAMPLE_RATE": "30%"},
+                     "SAMPLE_RATE: Input should be a valid number, unable to parse string as a "
+                     "number (got '30%')", id="rate-percent"),
+        pytest.param({"TRACE_FILTER": "project_id == "},
+                     "TRACE_FILTER: syntax error at position 14: the expression ends too soon "
+                     "(got 'project_id == ')", id="filter-cut-short"),
+        pytest.param({"TRACE_FILTER": "project_id = 'checkout'"},
+                     "TRACE_FILTER: syntax error at position 11: unknown token '=' "
+                     "(got \"project_id = 'checkout'\")", id="filter-single-equals"),
+        pytest.param({"TRACE_FILTER": "metadata.'environment"},
+                     "TRACE_FILTER: syntax error at position 9: unclosed ' delimiter "
+                     "(got \"metadata.'environment\")", id="filter-unclosed-quote"),
+        pytest.param({"TRACE_FILTER": "lenght(retrieved_documents) > `0`"},
+                     "TRACE_FILTER: unknown function lenght() at position 0 "
+                     "(got 'lenght(retrieved_documents) > `0`')", id="filter-unknown-function"),
+        pytest.param({"TRACE_FILTER": "project_id == 'a' && length(a, b)"},
+                     "TRACE_FILTER: length() takes 1 argument(s), 2 given, at position 21 "
+                     "(got \"project_id == 'a' && length(a, b)\")", id="filter-arity"),
+        pytest.param({"JUDGE_CACHE_SIZE": "-1"},
+                     "JUDGE_CACHE_SIZE: Input should be greater than or equal to 0 (got '-1')",
+                     id="cache-negative"),
+        pytest.param({"JUDGE_CACHE_SIZE": "1e4"},
+                     "JUDGE_CACHE_SIZE: Input should be a valid integer, unable to parse string "
+                     "as an integer (got '1e4')", id="cache-not-an-integer"),
+        pytest.param({"JUDGE_PRICE_INPUT_PER_MILLION": "0.15"},
+                     "JUDGE_PRICE_INPUT_PER_MILLION and JUDGE_PRICE_OUTPUT_PER_MILLION go "
+                     "together: set both (USD per million tokens) or neither",
+                     id="input-price-alone"),
+        pytest.param({"JUDGE_PRICE_OUTPUT_PER_MILLION": "0.60",
+                      "JUDGE_PRICE_INPUT_PER_MILLION": "  "},
+                     "JUDGE_PRICE_INPUT_PER_MILLION and JUDGE_PRICE_OUTPUT_PER_MILLION go "
+                     "together: set both (USD per million tokens) or neither",
+                     id="output-price-with-a-blank-input-price"),
+        pytest.param({"JUDGE_PRICE_INPUT_PER_MILLION": "-0.15",
+                      "JUDGE_PRICE_OUTPUT_PER_MILLION": "0.60"},
+                     "JUDGE_PRICE_INPUT_PER_MILLION: Input should be greater than or equal to 0 "
+                     "(got '-0.15')", id="negative-price"),
+        pytest.param({"JUDGE_PRICE_INPUT_PER_MILLION": "0.15",
+                      "JUDGE_PRICE_OUTPUT_PER_MILLION": "inf"},
+                     "JUDGE_PRICE_OUTPUT_PER_MILLION: Input should be a finite number "
+                     "(got 'inf')", id="infinite-price"),
+    ],
+)
+def test_bad_cost_controls_are_refused_in_the_documented_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: dict[str, str],
+    line: str,
+) -> None:
+    """The lines docs/configuration.md quotes, word for word: one line, exit 2, before any
+    broker is reached (the address below answers nothing)."""
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["run"]) == 2
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_cost_controls_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("SAMPLE_RATE", "0.3")
+    monkeypatch.setenv("TRACE_FILTER", "metadata.environment == 'production'")
+    monkeypatch.setenv("JUDGE_CACHE_SIZE", "0")  # off
+    monkeypatch.setenv("JUDGE_PRICE_INPUT_PER_MILLION", "0.15")
+    monkeypatch.setenv("JUDGE_PRICE_OUTPUT_PER_MILLION", "0")  # a free answer is a price too
+    settings = load_settings()
+    assert (settings.sample_rate, settings.judge_cache_size) == (0.3, 0)
+    assert settings.trace_filter is not None
+    assert settings.trace_filter.expression == "metadata.environment == 'production'"
+    assert (settings.judge_price_input_per_million,
+            settings.judge_price_output_per_million) == (0.15, 0.0)
+
+
+@pytest.mark.parametrize("name", COST_VARIABLES)
+@pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "spaces"])
+def test_a_blank_cost_control_is_unset(
+    monkeypatch: pytest.MonkeyPatch, name: str, blank: str
+) -> None:
+    """A chart or compose file that passes ``${SAMPLE_RATE:-}`` through gets the default, as
+    for RULES and CITATION_PATTERN, not a refusal to start."""
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv(name, blank)
+    settings = load_settings()
+    assert (settings.sample_rate, settings.trace_filter, settings.judge_cache_size) == (
+        1.0, None, 10_000)
+    assert (settings.judge_price_input_per_million,
+            settings.judge_price_output_per_million) == (None, None)

@@ -169,3 +169,21 @@ def test_only_the_stream_clients_call_a_kafka_clients_start() -> None:
                     and node.value.func.attr == "start" and not node.value.args):
                 callers.add(str(path.relative_to(CONSUMER)))
     assert callers - {"ops/health_server.py", "localjudge/server.py"} == {"stream/clients.py"}
+
+
+async def test_a_long_secret_quoted_by_a_rule_is_redacted_before_the_quote_is_cut() -> None:
+    key = "sk-proj-" + "Q7x" * 52  # 164 characters: longer than any quote a reason keeps
+    rules = wiring.make_rules(load_settings(
+        openai_api_key=key, rules="answered_without_tool,missing_citation"))
+    traces = [
+        TraceEvent(trace_id="error", output="Sunny.", tools_available=["weather"],
+                   tool_calls=[{"name": "weather", "error": f"401: bad key {key}"}]),
+        TraceEvent(trace_id="name", output="Sunny.", tools_available=[key]),
+        TraceEvent(trace_id="marker", output=f"Sunny (source: {key}).",
+                   retrieved_documents=[{"content": "Sunny."}]),
+    ]
+    for trace in traces:
+        for found in (await rules.evaluate(trace)).evaluations:
+            reason = found.verdict.reason or ""
+            assert key[:12] not in reason, (trace.trace_id, reason)
+            assert "[REDACTED]" in reason, (trace.trace_id, reason)

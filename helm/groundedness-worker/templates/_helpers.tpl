@@ -64,6 +64,15 @@ minAcceptableScore is required while rules include groundedness: set MIN_ACCEPTA
 {{- end }}
 
 {{/*
+"true" when both judge prices are set (JUDGE_PRICE_*_PER_MILLION); the validation below
+refuses one without the other.
+*/}}
+{{- define "groundedness-worker.priced" -}}
+{{- $prices := .Values.cost.prices }}
+{{- if and (not (kindIs "invalid" $prices.inputPerMillion)) (not (kindIs "invalid" $prices.outputPerMillion)) }}true{{ end }}
+{{- end }}
+
+{{/*
 "true" when the chart creates its own Secret: no existingSecret, and something in it is read
 (the judge's key while judging, the SASL password with SASL).
 */}}
@@ -140,6 +149,22 @@ render (install, upgrade, template, lint) fails early with one clear message.
 {{- $score := float64 .Values.minAcceptableScore }}
 {{- if or (lt $score 0.0) (gt $score 1.0) }}
 {{- fail (printf "minAcceptableScore must be between 0 and 1, got %v" .Values.minAcceptableScore) }}
+{{- end }}
+{{- end }}
+{{- $rate := float64 .Values.cost.sampleRate }}
+{{- if or (lt $rate 0.0) (gt $rate 1.0) }}
+{{- fail (printf "cost.sampleRate must be between 0 and 1 (SAMPLE_RATE), got %v" .Values.cost.sampleRate) }}
+{{- end }}
+{{- if lt (int64 .Values.cost.judgeCacheSize) 0 }}
+{{- fail (printf "cost.judgeCacheSize must be 0 (off) or more (JUDGE_CACHE_SIZE), got %v" .Values.cost.judgeCacheSize) }}
+{{- end }}
+{{- $prices := .Values.cost.prices }}
+{{- if ne (kindIs "invalid" $prices.inputPerMillion) (kindIs "invalid" $prices.outputPerMillion) }}
+{{- fail "cost.prices.inputPerMillion and cost.prices.outputPerMillion go together (JUDGE_PRICE_INPUT_PER_MILLION / JUDGE_PRICE_OUTPUT_PER_MILLION): set both, in USD per million tokens, or neither" }}
+{{- end }}
+{{- range $side, $price := $prices }}
+{{- if and (not (kindIs "invalid" $price)) (lt (float64 $price) 0.0) }}
+{{- fail (printf "cost.prices.%s cannot be negative, got %v" $side $price) }}
 {{- end }}
 {{- end }}
 {{- $grace := int64 .Values.terminationGracePeriodSeconds }}

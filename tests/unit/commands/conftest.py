@@ -30,12 +30,13 @@ def verdict_lines(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines()]
 
 
-SUMMARY_LINE = re.compile(r"check: \w+: \d+ pass, \d+ fail, \d+ error(, not applicable .*)?")
+SUMMARY_LINE = re.compile(r"check: (\w+: \d+ pass, \d+ fail, \d+ error(, not applicable .*)?"
+                          r"|left out: .*|judge: \d+ verdicts, .*)")
 
 
 def notes(err: str) -> list[str]:
-    """What ``check`` wrote on stderr before its closing summary, a line per rule (the tests
-    of the summary read it themselves)."""
+    """What ``check`` wrote on stderr before its closing summary (a line per rule, what was
+    left out, the judge's cost: the tests of the summary read it themselves)."""
     lines = err.splitlines()
     while lines and SUMMARY_LINE.fullmatch(lines[-1]):
         lines.pop()

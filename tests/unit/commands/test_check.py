@@ -41,9 +41,13 @@ def test_verdicts_come_out_in_input_order_and_an_error_exits_1(
     assert [v["verdict"] for v in lines] == ["pass", "fail", "error", "pass"]
     assert all(v["source"] is None for v in lines)
     assert lines[0]["verdict_id"] == verdict_id("slow")
-    assert captured.err == (
-        "check: line 3: trace 'empty' has an empty output: not evaluated, no verdict\n"
-        "check: groundedness: 2 pass, 1 fail, 1 error\n")
+    *notes_and_rules, judge = captured.err.splitlines()
+    assert notes_and_rules == [
+        "check: line 3: trace 'empty' has an empty output: not evaluated, no verdict",
+        "check: groundedness: 2 pass, 1 fail, 1 error",
+        "check: left out: 1 empty output"]
+    assert judge.startswith("check: judge: 4 verdicts, 0 from the cache, ")
+    assert judge.endswith(" completion), no prices set (JUDGE_PRICE_*)")
     assert code == 1
 
 

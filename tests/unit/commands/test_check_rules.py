@@ -70,12 +70,14 @@ def test_a_mixed_file_gets_exactly_the_applicable_verdicts_in_rules_order(
     assert len(set(ids)) == len(ids), "one verdict id per trace and rule"
     assert notes(captured.err) == [
         "check: line 5: trace 'empty' has an empty output: not evaluated, no verdict"]
-    assert captured.err.splitlines()[1:] == [
+    assert captured.err.splitlines()[1:-1] == [
         "check: groundedness: 3 pass, 1 fail, 0 error",
         "check: missing_citation: 1 pass, 1 fail, 0 error, not applicable to 2 of 4 traces",
         "check: answered_without_tool: 1 pass, 1 fail, 0 error, "
         "not applicable to 2 of 4 traces",
+        "check: left out: 1 empty output",
     ]
+    assert captured.err.splitlines()[-1].startswith("check: judge: 4 verdicts, ")
     assert code == 0
 
 
@@ -95,10 +97,11 @@ def test_without_groundedness_no_key_is_needed_and_no_judge_is_called(
         ("both", "missing_citation"), ("both", "answered_without_tool"),
         ("docs", "missing_citation"), ("tools", "answered_without_tool")]
     assert all(v["judge_model"] is None and v["threshold"] is None for v in verdicts)
-    assert captured.err.splitlines()[-2:] == [
+    assert captured.err.splitlines()[-3:] == [
         "check: missing_citation: 1 pass, 1 fail, 0 error, not applicable to 2 of 4 traces",
         "check: answered_without_tool: 1 pass, 1 fail, 0 error, "
         "not applicable to 2 of 4 traces",
+        "check: left out: 1 empty output",  # and no judge line: nothing was judged
     ]
     assert judge.count() == 0
     assert code == 0

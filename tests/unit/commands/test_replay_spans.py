@@ -15,9 +15,17 @@ import pytest
 import structlog
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.commands.replay_dry_run import NullSink, TraceCounter, UncalledJudge
+from consumer.commands.replay_dry_run import (
+    DryRun,
+    DryRunPrices,
+    EstimatingJudge,
+    NullSink,
+    TraceCounter,
+)
 from consumer.commands.replay_spans import read_log
+from consumer.commands.replay_summary import FALLBACK_PRICE
 from consumer.commands.replay_window import Window, WindowConsumer
+from consumer.cost.pricing import Prices
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.rules.rule_set import RuleSet
@@ -32,6 +40,7 @@ from tests.support.waiting import until
 P0, P1 = TP("spans", 0), TP("spans", 1)
 GARBAGE = b"\xff\x00 not protobuf"
 LONG_AGO = 1_000_000.0  # seconds since the epoch: a replay that started long after the log
+FALLBACK = DryRunPrices(Prices(0.15, 0.15), FALLBACK_PRICE)
 
 
 def rec(tp: TP, offset: int, timestamp_ms: int, value: bytes) -> Rec:
@@ -240,11 +249,11 @@ async def replay_in_memory(
     config = PipelineConfig(max_in_flight=max_in_flight, max_uncommitted=max_uncommitted,
                             commit_interval_s=0, fetch_timeout_ms=5, spans="otlp_proto",
                             assembly=AssemblyLimits(**limits))
-    counter = TraceCounter(Limits()) if dry_run else None
-    evaluator = Evaluator(UncalledJudge("none") if dry_run else judge, 0.5, Limits())
-    pipeline = Pipeline(consumer, NullSink() if dry_run else sink, RuleSet.groundedness(evaluator),
-                        window.commit,
-                        config)
+    # A dry run's rules judge with the estimating judge, and the counter takes them through.
+    evaluator = Evaluator(EstimatingJudge("none") if dry_run else judge, 0.5, Limits())
+    rules = RuleSet.groundedness(evaluator)
+    counter = TraceCounter(DryRun(rules, FALLBACK)) if dry_run else None
+    pipeline = Pipeline(consumer, NullSink() if dry_run else sink, rules, window.commit, config)
     span_path = read_log(pipeline, consumer, window, started_at, counter)
     await pipeline.on_partitions_assigned(set(log))
     await asyncio.wait_for(pipeline.run(window.stop), 10)
@@ -347,7 +356,7 @@ async def test_the_dry_run_counts_the_windows_traces_whole_and_nothing_past_it()
 
     assert dry.counter is not None
     counted = dry.counter.dry
-    assert (counted.would_judge, counted.skipped) == (2, 0)
+    assert (counted.would_judge, counted.skipped["empty_output"]) == (2, 0)
     assert dry.pipeline.outcomes == {"dead_lettered": 1}, "the window's garbage alone"
     assert counted.estimated_tokens > 2 * 400
     assert dry.counter.no_candidate == 0

@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from consumer.stream.decode import decode_trace
+from consumer.telemetry.mapped import UNNAMED_TOOL
 
 
 def decode(**fields: Any) -> Any:
@@ -57,46 +58,61 @@ def test_an_event_without_tools_is_unchanged() -> None:
     assert trace.model_dump(exclude_none=True) == {"trace_id": "t", "output": "Done."}
 
 
+NAMELESS = [UNNAMED_TOOL]  # a call that ran, whatever it was called
+
+
 @pytest.mark.usefixtures("default_structlog")
 @pytest.mark.parametrize(
-    ("fields", "where"),
+    ("fields", "where", "available", "calls"),
     [
         pytest.param({"tools_available": '["lookup_order"'},
-                     "tools_available: Input should be a valid list", id="malformed-json-text"),
+                     "tools_available: Input should be a valid list", None, None,
+                     id="malformed-json-text"),
         pytest.param({"tools_available": "lookup_order"},
-                     "tools_available: Input should be a valid list", id="one-name-not-a-list"),
+                     "tools_available: Input should be a valid list", None, None,
+                     id="one-name-not-a-list"),
         pytest.param({"tools_available": ["ok", 7]},
-                     "tools_available.1: Input should be a valid string", id="number-name"),
+                     "tools_available.1: Input should be a valid string", ["ok"], None,
+                     id="number-name-beside-a-good-one"),
         pytest.param({"tools_available": [{"type": "function", "function": {}}]},
-                     "tools_available.0: Input should be a valid string",
+                     "tools_available.0: Input should be a valid string", None, None,
                      id="definition-without-name"),
         pytest.param({"tools_available": ["  "]}, "tools_available.0: tool name is blank",
-                     id="blank-name"),
+                     None, None, id="blank-name"),
         pytest.param({"tool_calls": {"name": "x"}}, "tool_calls: Input should be a valid list",
-                     id="calls-not-a-list"),
-        pytest.param({"tool_calls": ["lookup_order"]}, "tool_calls.0",
+                     None, None, id="calls-not-a-list"),
+        pytest.param({"tool_calls": ["lookup_order"]}, "tool_calls.0", None, None,
                      id="call-is-a-string"),
+        pytest.param({"tool_calls": [{"name": "weather"}, 42]}, "tool_calls.1", None,
+                     ["weather"], id="a-bad-call-beside-a-good-one"),
+        pytest.param({"tool_calls": [{"name": "weather"}, {"name": 7}]}, "tool_calls.1",
+                     None, ["weather", UNNAMED_TOOL], id="number-name-beside-a-good-call"),
         pytest.param({"tool_calls": [{"arguments": {"id": 1}}]},
-                     "tool_calls.0.name: Field required", id="call-without-name"),
-        pytest.param({"tool_calls": [{"name": ""}]}, "tool_calls.0.name",
+                     "tool_calls.0", None, NAMELESS, id="call-without-name"),
+        pytest.param({"tool_calls": [{"name": ""}]}, "tool_calls.0", None, NAMELESS,
                      id="call-with-empty-name"),
-        pytest.param({"tool_calls": [{"name": None}]}, "tool_calls.0.name",
+        pytest.param({"tool_calls": [{"name": None}]}, "tool_calls.0", None, NAMELESS,
                      id="call-with-null-name"),
         # Shapes producers sent under these names before the contract named them.
         pytest.param({"tools_available": [{"type": "file_search"}]}, "tools_available.0",
-                     id="assistants-tool-without-name"),
+                     None, None, id="assistants-tool-without-name"),
         pytest.param({"tool_calls": [{"tool": "search", "tool_input": "x"}]},
-                     "tool_calls.0.name", id="langchain-agent-action"),
-        pytest.param({"tools_available": "search,calculator"}, "tools_available",
+                     "tool_calls.0", None, NAMELESS, id="langchain-agent-action"),
+        pytest.param({"tools_available": "search,calculator"}, "tools_available", None, None,
                      id="comma-separated-names"),
     ],
 )
-def test_bad_tools_are_dropped_and_the_trace_judged(fields: dict[str, Any], where: str) -> None:
-    # Nothing reads them yet, and producers sent fields of these names in shapes of their
-    # own: refusing them would dead-letter traces that were judged before.
+def test_bad_tools_are_dropped_and_the_trace_judged(
+    fields: dict[str, Any], where: str, available: list[str] | None, calls: list[str] | None
+) -> None:
+    # Producers sent fields of these names in shapes of their own: refusing them would
+    # dead-letter traces that were judged before. One bad item costs only itself (one odd
+    # tool must not hide the others from a rule), and a call without a usable name still ran.
     with structlog.testing.capture_logs() as logs:
         trace = decode(**fields)
-    assert (trace.tools_available, trace.tool_calls, trace.output) == (None, None, "Done.")
+    assert trace.output == "Done."
+    assert trace.tools_available == available
+    assert (None if trace.tool_calls is None else [c.name for c in trace.tool_calls]) == calls
     [dropped] = [log for log in logs if log["event"] == "trace_field_dropped"]
     assert where.startswith(dropped["field"])
     assert dropped["problem"]
