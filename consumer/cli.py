@@ -74,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
                         default=DEFAULT_PRICE_PER_MILLION_TOKENS,
                         help="the dry run's price for every token when JUDGE_PRICE_* are "
                              "unset (default: %(default)s, gpt-4o-mini input pricing)")
+    replay.add_argument("--batch", action="store_true",
+                        help="send the judge's requests through the OpenAI Batch API (half the "
+                             "price, answered within 24 h); the same command again resumes")
+    replay.add_argument("--batch-state", type=Path, metavar="PATH",
+                        help="the batch replay's state file (default: named after the topic "
+                             "and window, in the working directory)")
     replay.set_defaults(command=_replay)
 
     check = commands.add_parser(
@@ -159,10 +165,16 @@ def _replay(args: argparse.Namespace) -> int:
     end = parse_instant(args.end, "--to") if args.end is not None else None
     if args.price_per_million_tokens < 0:
         raise ConfigError("--price-per-million-tokens cannot be negative")
+    if args.batch and args.dry_run:
+        raise ConfigError("--batch and --dry-run do not go together: a dry run sends nothing "
+                          "(run --dry-run alone for the estimate)")
+    if args.batch_state is not None and not args.batch:
+        raise ConfigError("--batch-state is the state of a --batch replay: add --batch")
     settings = _settings(progress_bar=True)
     request = ReplayRequest(
         topic=args.topic or settings.traces_topic, start=start, end=end,
         dry_run=args.dry_run, price_per_million_tokens=args.price_per_million_tokens,
+        batch=args.batch, batch_state=args.batch_state,
     )
     summary = asyncio.run(replay(settings, request))
     Console().print(summary_table(summary))

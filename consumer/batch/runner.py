@@ -18,6 +18,10 @@ batch it holds that has not finished:
 
 The caller publishes a finished batch's verdicts, then ``state.mark_published(ids)``: a crash
 in between publishes them again on the next run (with the same verdict ids), never loses one.
+(``replay --batch`` keeps its own ledger of verdict ids instead, and marks nothing: several
+verdicts can share a request, so every run is given every answer.) A call that fails for
+good (an upload, a create, a download, or a poll refused rather than failing for a moment)
+raises ``BatchApiError``, one line, with the state kept.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 import openai
@@ -34,7 +38,7 @@ from openai import AsyncOpenAI
 from openai.types import Batch
 
 from consumer.batch.outcomes import Outcome, Unanswered, read_result_line
-from consumer.batch.plan import FileLimits, plan_files
+from consumer.batch.plan import FileLimits, plan_ids
 from consumer.batch.progress import Progress, progress_of
 from consumer.batch.requests import CHAT_COMPLETIONS_URL, BatchLine
 from consumer.batch.state import BatchRecord, BatchState, BatchStateError
@@ -51,6 +55,11 @@ _MISSING = {
     "cancelled": ("batch_cancelled", "the batch was cancelled before answering this request"),
 }
 _NO_LINE = ("batch_missing_result", "the batch finished without a line for this request")
+
+
+class BatchApiError(BatchStateError):
+    """A Batch API call failed for good (refused, the endpoint has no Batch API, or the
+    network is gone): one line. The state is kept, so the same command resumes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +90,18 @@ class FinishedBatch:
 
 DEFAULT_LIMITS = FileLimits()
 DEFAULT_POLLING = Polling()
+# One call's limit: an upload may be a whole file (up to 200 MB).
+CALL_TIMEOUT_S = 600.0
+
+
+def open_client(api_key: str, base_url: str | None) -> AsyncOpenAI:
+    """The SDK client the runner talks to the Batch API through. The SDK's own retries are
+    off: a ``batches.create`` retried after a lost answer would start a second batch (paid
+    twice). The runner tries failed polls again itself; a failed upload, create or download
+    ends the run, and the next run resumes from the state (finding a batch created on its
+    file before it creates one)."""
+    return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0,
+                       timeout=CALL_TIMEOUT_S)
 
 
 class BatchRunner:
@@ -106,13 +127,30 @@ class BatchRunner:
         self._clock = clock
         self._seen: dict[str, Batch] = {}  # batch id -> its latest state, this run
 
-    async def run(self, lines: Iterable[BatchLine]) -> AsyncIterator[FinishedBatch]:
+    async def run(
+        self, lines: Iterable[BatchLine] | Mapping[str, BatchLine]
+    ) -> AsyncIterator[FinishedBatch]:
         """Every request of ``lines`` through batches; the outcomes of each batch as it
         finishes. On a second run with the same state (after a stop or a crash) only what is
         left is done: requests already planned are not planned again, nor published ones
-        yielded again. ``lines`` must hold every request the state planned."""
-        requests = {line.custom_id: line for line in lines}
+        yielded again. ``lines`` must hold every request the state planned.
+
+        ``lines`` may be a mapping of custom id to line that reads each line when asked (a
+        spool on disk): the runner then holds no more than one batch file's lines at once."""
+        requests = (lines if isinstance(lines, Mapping)
+                    else {line.custom_id: line for line in lines})
         self._plan(requests)
+        try:
+            async for finished in self._run(requests):
+                yield finished
+        except (openai.OpenAIError, ValueError) as exc:
+            failure = classify(exc)
+            raise BatchApiError(
+                f"the Batch API failed ({failure.kind}: {failure.message}); the state in "
+                f"{self._state.path} is kept: run the same command again to resume"
+            ) from None
+
+    async def _run(self, requests: Mapping[str, BatchLine]) -> AsyncIterator[FinishedBatch]:
         yielded: set[str] = set()
         delays = self._polling.delays()
         while True:
@@ -140,19 +178,20 @@ class BatchRunner:
                 with contextlib.suppress(openai.ConflictError):  # it finished meanwhile
                     await self._client.batches.cancel(record.batch_id)
 
-    def _plan(self, requests: dict[str, BatchLine]) -> None:
+    def _plan(self, requests: Mapping[str, BatchLine]) -> None:
         planned = self._state.planned()
-        new = [line for cid, line in requests.items() if cid not in planned]
-        if new:
-            files = plan_files(new, self._limits)
-            self._state.add([[line.custom_id for line in lines] for lines in files])
+        # Sizes only: each line is read and let go (a spool's lines stay on disk).
+        groups = plan_ids(((cid, len(requests[cid].data)) for cid in requests
+                           if cid not in planned), self._limits)
+        if groups:
+            self._state.add(groups)
         if missing := planned - requests.keys() - self._state.published:
             raise BatchStateError(
                 f"{self._state.path} holds {len(missing):,} requests this replay did not build "
                 f"(one is {min(missing)}): the window's traces differ from the first run's"
             )
 
-    async def _start(self, record: BatchRecord, requests: dict[str, BatchLine]) -> None:
+    async def _start(self, record: BatchRecord, requests: Mapping[str, BatchLine]) -> None:
         """Upload the record's file and create its batch, as far as not done yet."""
         file_id, uploaded_at = record.file_id, record.uploaded_at
         if file_id is None:
@@ -222,7 +261,7 @@ class BatchRunner:
         return [cid for cid in record.custom_ids if self._state.owner(cid) == record.key]
 
     async def _finish(
-        self, record: BatchRecord, requests: dict[str, BatchLine]
+        self, record: BatchRecord, requests: Mapping[str, BatchLine]
     ) -> FinishedBatch | None:
         """The outcomes of a finished batch's unpublished requests; an expired batch's
         unanswered ones sent again first. None when nothing is left to publish."""
@@ -275,15 +314,16 @@ class BatchRunner:
         return outcomes
 
     def _resubmit(
-        self, record: BatchRecord, outcomes: dict[str, Outcome], requests: dict[str, BatchLine]
+        self, record: BatchRecord, outcomes: dict[str, Outcome],
+        requests: Mapping[str, BatchLine],
     ) -> tuple[str, ...]:
         """An expired batch's unanswered requests, in new records (unless out of attempts)."""
         expired = [cid for cid in record.custom_ids if cid in outcomes
                    and isinstance(o := outcomes[cid], Unanswered) and o.kind == "batch_expired"]
         if not expired or record.attempt >= self._max_attempts:
             return ()
-        files = plan_files([requests[cid] for cid in expired], self._limits)
-        self._state.resubmit(record, [[line.custom_id for line in lines] for lines in files])
+        groups = plan_ids(((cid, len(requests[cid].data)) for cid in expired), self._limits)
+        self._state.resubmit(record, groups)
         return tuple(expired)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
+from typing import Any
 
 import structlog
 from rich.console import Console
@@ -56,6 +57,7 @@ class Reporter:
         self._last_line = self._started
         self._progress: Progress | None = None
         self._task: TaskID | None = None
+        self._details: dict[str, Any] = {}
 
     def __enter__(self) -> Reporter:
         self._started = self._last_line = time.monotonic()
@@ -75,11 +77,19 @@ class Reporter:
             self._task = self._progress.add_task(self._what, total=self._total)
         return self
 
-    def update(self, completed: int) -> None:
-        """Set how many items are done."""
+    def update(self, completed: int, *, total: int | None = None, **details: Any) -> None:
+        """Set how many items are done (and how many in all, once known); ``details`` go into
+        the log lines, and after the bar's description."""
         self._completed = completed
+        if total is not None:
+            self._total = total
+        if details:
+            self._details = details
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, completed=completed)
+            described = ", ".join(f"{k} {v}" for k, v in details.items() if v is not None)
+            description = f"{self._what} ({described})" if described else self._what
+            self._progress.update(self._task, completed=completed, total=self._total,
+                                  description=description)
             return
         now = time.monotonic()
         if now - self._last_line >= self._interval_s:
@@ -110,4 +120,5 @@ class Reporter:
         log.info(
             f"{self._what}_{state}", completed=self._completed, total=self._total,
             rate_per_s=round(rate, 1), elapsed_s=round(elapsed_s, 1), eta_s=eta_s,
+            **self._details,
         )

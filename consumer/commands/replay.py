@@ -28,6 +28,10 @@ estimates (``replay_dry_run.py``): the deterministic rules for real, the filter,
 cache deciding as they would, the judge's calls counted and priced.
 
 Verdict ids are deterministic, so replaying a window again overwrites rather than multiplies.
+
+The window's offsets are read once (``open_reading``); each pass over them (``run_pass``) reads
+exactly those records. ``--batch`` makes two: one collecting the judge's requests, one
+publishing the Batch API's answers (``replay_batch.py``).
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import structlog
@@ -95,6 +102,8 @@ class ReplayRequest:
     dry_run: bool = False
     # The dry run's estimate without JUDGE_PRICE_*: every estimated token at this price.
     price_per_million_tokens: float = DEFAULT_PRICE_PER_MILLION_TOKENS
+    batch: bool = False  # the judge's requests through the Batch API (``replay_batch.py``)
+    batch_state: Path | None = None  # its state file; None: named after the window, here
 
     def describe(self, complete: bool) -> dict[str, Any]:
         """The fields that lead the summary."""
@@ -152,13 +161,41 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
     """Replay the window; returns the summary (``complete`` is False if stopped early)."""
     if request.end is not None and request.end <= request.start:
         raise ConfigError("--to must be later than --from")
+    if request.batch:
+        from consumer.commands.replay_batch import replay_batch  # it builds on this module
+
+        return await replay_batch(settings, request)
     # Checked before any Kafka client exists, as for `run`; a dry run's judge only estimates.
     rules = dry_run_rules(settings) if request.dry_run else wiring.make_rules(settings)
     dry = (DryRun(rules, DryRunPrices.of(settings, request.price_per_million_tokens))
            if request.dry_run else None)
-    stop = asyncio.Event()
+    try:
+        async with open_reading(settings, request) as reading:
+            # A dry run's log lines say so (a record it would dead-letter is logged as one).
+            return await run_pass(settings, request, reading, rules, dry=dry,
+                                  log_context={"dry_run": True} if dry else None)
+    finally:
+        await rules.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A replay's reader and its window's offsets, read once: every pass over the window (a
+    batch replay makes two) reads exactly these records."""
+
+    reader: AIOKafkaConsumer
+    bounds: dict[Partition, Bounds]
+    started_at: float  # the present at the end offsets plan() read (seconds since the epoch)
+    interrupted: asyncio.Event  # set by SIGTERM or SIGINT: every pass stops
+    span_topic: bool
+
+
+@asynccontextmanager
+async def open_reading(settings: Settings, request: ReplayRequest) -> AsyncIterator[Reading]:
+    """A started group-less reader and the window's ``Bounds``; the reader stops on exit."""
+    interrupted = asyncio.Event()
     if threading.current_thread() is threading.main_thread():
-        wiring.install_signal_handlers(stop)
+        wiring.install_signal_handlers(interrupted)
     aiokafka_compat.install()
     reader = wiring.create_reader(settings)
     try:
@@ -172,41 +209,67 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
                    if span_topic else None)
         started_at = time.time()  # the present at the end offsets plan() reads now
         bounds = await plan(reader, request.topic, start_ms, end_ms, lead_ms)
-        window = Window(
-            {tp: (b.start, b.stop) for tp, b in bounds.items()}, stop,
-            ends={tp: b.end for tp, b in bounds.items()} if span_topic else None,
-            leads={tp: b.lead for tp, b in bounds.items()} if span_topic else None,
-        )
-        reader.assign(list(bounds))
-        for tp, offset in window.leads().items():
-            reader.seek(tp, offset)
-        parked = [tp for tp in bounds if window.is_parked(tp)]
-        if parked:
-            reader.pause(*parked)
-        log.info("replay_starting", topic=request.topic, partitions=len(bounds),
+        yield Reading(reader, bounds, started_at, interrupted, span_topic)
+    finally:
+        try:
+            await reader.stop()
+        except KafkaError as exc:
+            log.warning("replay_reader_stop_failed", error=str(exc))
+
+
+def open_window(reading: Reading) -> Window:
+    """A new ``Window`` over the reading's bounds, the reader assigned and set at its start
+    (again, for a second pass)."""
+    bounds, reader, spans = reading.bounds, reading.reader, reading.span_topic
+    window = Window(
+        {tp: (b.start, b.stop) for tp, b in bounds.items()}, asyncio.Event(),
+        ends={tp: b.end for tp, b in bounds.items()} if spans else None,
+        leads={tp: b.lead for tp, b in bounds.items()} if spans else None,
+    )
+    reader.assign(list(bounds))  # a new assignment: positions and pauses start afresh
+    for tp, offset in window.leads().items():
+        reader.seek(tp, offset)
+    parked = [tp for tp in bounds if window.is_parked(tp)]
+    if parked:
+        reader.pause(*parked)
+    return window
+
+
+async def run_pass(
+    settings: Settings, request: ReplayRequest, reading: Reading, rules: RuleSet, *,
+    dry: DryRun | None = None, wrap_sink: Callable[[VerdictSink], VerdictSink] | None = None,
+    what: str = "replay", log_context: dict[str, Any] | None = None,
+    started: float | None = None,
+) -> dict[str, Any]:
+    """One pass over the window with ``rules``: judged and published (through
+    ``wrap_sink(sink)`` if given), or counted by ``dry``; its summary. ``what`` names the
+    progress lines; ``started`` (monotonic) is when the replay began, for ``elapsed_s``."""
+    window = open_window(reading)
+    # A stop asked for now or later ends this pass (its window's stop is the pipeline's).
+    forward = asyncio.create_task(_forward(reading.interrupted, window.stop))
+    try:
+        log.info(f"{what}_starting", topic=request.topic, partitions=len(reading.bounds),
                  offsets=window.total, dry_run=request.dry_run)
-        started = time.monotonic()
-        # A dry run's log lines say so (a record it would dead-letter is logged as one).
-        dry_run = {"dry_run": True} if request.dry_run else {}
-        with Reporter("replay", window.total) as progress, \
-                structlog.contextvars.bound_contextvars(**dry_run):
+        started = time.monotonic() if started is None else started
+        with Reporter(what, window.total) as progress, \
+                structlog.contextvars.bound_contextvars(**(log_context or {})):
             window.on_progress = progress.update
             window.check()
-            if span_topic:
-                summary = await _replay_spans(settings, request, window, reader, rules, dry,
-                                              started, started_at)
+            if reading.span_topic:
+                summary = await _replay_spans(settings, request, window, reading, rules, dry,
+                                              started, wrap_sink)
                 progress.update(window.completed)
                 return summary
             if dry is not None:
-                await _dry_run(WindowConsumer(reader, window), window, dry)
+                await _dry_run(WindowConsumer(reading.reader, window), window, dry)
                 progress.update(window.completed)
                 return summarise(
                     request.describe(window.complete), window.records,
                     time.monotonic() - started, Counter(), settings.rules, dry=dry,
                 )
             tally = Tally()
-            outcomes = (await _judge(settings, window, reader, rules, tally,
-                                     started_at)).outcomes
+            outcomes = (await _judge(settings, window, reading, rules, tally,
+                                     wrap_sink)).outcomes
             progress.update(window.completed)
         # The window's records read, each with one outcome once complete. Not the outcomes'
         # sum: a trace's verdicts (one per rule that applies) are one record's outcome.
@@ -215,22 +278,26 @@ async def replay(settings: Settings, request: ReplayRequest) -> dict[str, Any]:
             outcomes, rules.names, tally,
         )
     finally:
-        try:
-            await reader.stop()
-        except KafkaError as exc:
-            log.warning("replay_reader_stop_failed", error=str(exc))
-        await rules.close()
+        forward.cancel()
+
+
+async def _forward(interrupted: asyncio.Event, stop: asyncio.Event) -> None:
+    await interrupted.wait()
+    stop.set()
 
 
 async def _judge(
-    settings: Settings, window: Window, reader: AIOKafkaConsumer, rules: RuleSet,
-    tally: Tally, started_at: float,
+    settings: Settings, window: Window, reading: Reading, rules: RuleSet, tally: Tally,
+    wrap_sink: Callable[[VerdictSink], VerdictSink] | None = None,
 ) -> Pipeline:
     producer = wiring.create_producer(settings)
     try:  # from before the start: a producer that failed to start is closed too
         await wiring.start(producer, settings, "producer")
-        sink = RecordingSink(wiring.verdict_sink(settings, producer), tally)
-        return await _run_pipeline(settings, window, reader, rules, sink, started_at)
+        sink: VerdictSink = RecordingSink(wiring.verdict_sink(settings, producer), tally)
+        if wrap_sink is not None:
+            sink = wrap_sink(sink)
+        return await _run_pipeline(settings, window, reading.reader, rules, sink,
+                                   reading.started_at)
     finally:
         await producer.stop()
 
@@ -251,8 +318,9 @@ async def _run_pipeline(
 
 
 async def _replay_spans(
-    settings: Settings, request: ReplayRequest, window: Window, reader: AIOKafkaConsumer,
-    rules: RuleSet, dry: DryRun | None, started: float, started_at: float,
+    settings: Settings, request: ReplayRequest, window: Window, reading: Reading,
+    rules: RuleSet, dry: DryRun | None, started: float,
+    wrap_sink: Callable[[VerdictSink], VerdictSink] | None = None,
 ) -> dict[str, Any]:
     """A span topic's window through the pipeline: judged, or (a dry run) counted."""
     tally = Tally()
@@ -260,12 +328,12 @@ async def _replay_spans(
         # The counter takes each closed trace through the rules itself: the pipeline's rules
         # are the same (estimating) ones, never called by it.
         counter = TraceCounter(dry)
-        pipeline = await _run_pipeline(settings, window, reader, rules, NullSink(), started_at,
-                                       counter)
+        pipeline = await _run_pipeline(settings, window, reading.reader, rules, NullSink(),
+                                       reading.started_at, counter)
         no_candidate = counter.no_candidate
         dry.dead_lettered = pipeline.outcomes["dead_lettered"]
     else:
-        pipeline = await _judge(settings, window, reader, rules, tally, started_at)
+        pipeline = await _judge(settings, window, reading, rules, tally, wrap_sink)
         no_candidate = pipeline.outcomes["no_candidate"]
     span_path = pipeline.span_path
     assert span_path is not None  # noqa: S101 - the settings name a span format

@@ -134,6 +134,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
     title = f"replay of {summary['topic']}\nfrom {summary['from']} to {end}"
     if summary["dry_run"]:
         title += " (dry run)"
+    if "batch" in summary:
+        title += " (Batch API)"
     if not summary["complete"]:
         title += " [interrupted]"
     table = Table(title=title)
@@ -180,11 +182,36 @@ def summary_table(summary: dict[str, Any]) -> Table:
                       f"{tokens['total']:,} ({tokens['prompt']:,} + {tokens['completion']:,})")
         if RULE in rules:
             table.add_row("answers from the cache (no tokens)", str(summary["cache_hits"]))
-            table.add_row("judge cost (JUDGE_PRICE_*)", format_usd(summary["cost_usd"]))
+            priced = ("JUDGE_PRICE_*" if "batch" not in summary else
+                      f"JUDGE_PRICE_*, batch answers at {summary['batch']['price_factor']:.0%}")
+            table.add_row(f"judge cost ({priced})", format_usd(summary["cost_usd"]))
+    if "batch" in summary:
+        _batch_rows(table, summary)
     elapsed = summary["elapsed_s"]
     rate = summary["records"] / elapsed if elapsed > 0 else 0.0
     table.add_row("wall time", f"{elapsed:.1f} s ({rate:,.1f} records/s)")
     return table
+
+
+def _batch_rows(table: Table, summary: dict[str, Any]) -> None:
+    """A batch replay's batches and requests, and what earlier runs published."""
+    batch = summary["batch"]
+    table.add_section()
+    expired = f" ({batch['batches_expired']} expired)" if batch["batches_expired"] else ""
+    table.add_row("batches", f"{batch['batches']}{expired}")
+    table.add_row("requests (identical ones once)", f"{batch['requests']:,}")
+    table.add_row("answered by the batch", f"{batch['answered_by_batch']:,}")
+    if batch["resubmitted"]:
+        table.add_row("sent again after an expiry", f"{batch['resubmitted']:,}")
+    table.add_row("sent synchronously (the batch failed them)",
+                  f"{batch['sent_synchronously']:,}")
+    table.add_row("published by an earlier run (not sent again)",
+                  f"{batch['already_published']:,}")
+    table.add_row("state file", batch["state_file"])
+    published = summary["pass"] + summary["fail"] + summary["error"]
+    if summary["complete"] and published == 0 and batch["already_published"]:
+        table.caption = ("nothing published: every verdict of this window was published by an "
+                         "earlier run")
 
 
 def _priced_at(prices: dict[str, Any]) -> str:
