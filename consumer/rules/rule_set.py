@@ -102,9 +102,12 @@ class RuleSet:
         skipped: Skip | None = None
         if judged and not sampled(trace.trace_id, self._sample_rate):
             judged, skipped = [], "sampled_out"
-        for rule, evaluation in zip(judged, await asyncio.gather(
-                *(rule.evaluate(trace, origin, source) for rule in judged)), strict=True):
-            found[rule.name] = evaluation
+        if len(judged) == 1:  # the usual case: no task to make for one call
+            found[judged[0].name] = await judged[0].evaluate(trace, origin, source)
+        elif judged:
+            for rule, evaluation in zip(judged, await asyncio.gather(
+                    *(rule.evaluate(trace, origin, source) for rule in judged)), strict=True):
+                found[rule.name] = evaluation
         return RuleResults([found[rule.name] for rule in self._rules if rule.name in found],
                            skipped)
 

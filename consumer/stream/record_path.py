@@ -72,8 +72,11 @@ class RecordPath:
         elif not results.evaluations:
             self.outcomes["not_applicable"] += 1
             bound.debug("trace_not_judged", reason="no rule applies", rules=self._rules.names)
-        await asyncio.gather(*(self.publish(evaluation, bound)
-                               for evaluation in results.evaluations))
+        if len(results.evaluations) == 1:  # no task to make for one verdict
+            await self.publish(results.evaluations[0], bound)
+        else:  # each acknowledged on its own, at once
+            await asyncio.gather(*(self.publish(evaluation, bound)
+                                   for evaluation in results.evaluations))
 
     async def publish(self, evaluation: Evaluation, bound: Any) -> None:
         """Publish an evaluation's verdict until acknowledged, and count it."""
