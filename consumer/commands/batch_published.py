@@ -13,12 +13,13 @@ under the same verdict id and key, so a compacted topic still keeps one.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from schemas.verdict import VerdictEvent
+from schemas.verdict import Usage, VerdictEvent
 
 if TYPE_CHECKING:  # types only; keeps aiokafka out of `groundedness --help`
     from consumer.stream.sink import Record, VerdictSink
@@ -29,9 +30,12 @@ if TYPE_CHECKING:  # types only; keeps aiokafka out of `groundedness --help`
 BATCH_PRICE_FACTOR = 0.5
 
 
-def ledger_path(state_path: Path) -> Path:
-    """The ledger beside a state file: ``<state>.published``."""
-    return state_path.with_name(state_path.name + ".published")
+def ledger_path(state_path: Path, verdicts_topic: str, bootstrap: str) -> Path:
+    """The ledger beside a state file, one per place verdicts go: ``<state>.<digest>.published``
+    (the digest of the cluster and ``VERDICTS_TOPIC``), so a replay into another topic or
+    cluster publishes every verdict there, rather than taking them for published."""
+    where = hashlib.sha256(f"{bootstrap}\x1f{verdicts_topic}".encode()).hexdigest()[:12]
+    return state_path.with_name(f"{state_path.name}.{where}.published")
 
 
 def dead_letter_key(record: Record) -> str:
@@ -85,35 +89,60 @@ class PublishedLedger:
         self.close()
 
 
+def as_billed(verdict: VerdictEvent, *, by_batch: bool, first: bool) -> VerdictEvent:
+    """A verdict as its request was billed. Judged synchronously (``by_batch`` False): as the
+    judge billed it. Answered by the batch, which sent each distinct request once: the
+    ``first`` verdict of the request carries its tokens at ``BATCH_PRICE_FACTOR`` of the
+    price; the others reused the answer (``cached``, no tokens, no cost)."""
+    if not by_batch:
+        return verdict
+    if not first:
+        free = None if verdict.cost_usd is None else 0.0
+        return verdict.model_copy(update={"cached": True, "usage": Usage(), "cost_usd": free})
+    if verdict.cost_usd is None:
+        return verdict
+    return verdict.model_copy(update={"cost_usd": verdict.cost_usd * BATCH_PRICE_FACTOR})
+
+
 class PublishOnce:
-    """A ``VerdictSink`` that sends what ``ledger`` does not hold, and records it once
-    acknowledged; a verdict ``batch_priced`` names has its cost at the batch price."""
+    """A ``VerdictSink`` that sends what ``ledger`` does not hold, as ``settle`` bills it, and
+    records it once acknowledged."""
 
     def __init__(
         self, sink: VerdictSink, ledger: PublishedLedger,
-        batch_priced: Callable[[VerdictEvent], bool] = lambda _: False,
+        settle: Callable[[VerdictEvent], VerdictEvent] = lambda verdict: verdict,
     ) -> None:
         self._sink = sink
         self._ledger = ledger
-        self._batch_priced = batch_priced
+        self._settle = settle
+        self._this_run: set[str] = set()
         self.already_published = 0  # outcomes left out: published by an earlier run
+        self.repeated = 0  # outcomes left out: a record repeated in the window, sent once
 
     async def publish(self, verdict: VerdictEvent) -> None:
         """Publish unless published already; then record it."""
-        if verdict.verdict_id in self._ledger:
-            self.already_published += 1
+        if self._skip(verdict.verdict_id):
             return
-        if verdict.cost_usd and self._batch_priced(verdict):
-            verdict = verdict.model_copy(update={"cost_usd": verdict.cost_usd
-                                                 * BATCH_PRICE_FACTOR})
-        await self._sink.publish(verdict)
-        self._ledger.record(verdict.verdict_id)
+        await self._sink.publish(self._settle(verdict))
+        self._record(verdict.verdict_id)
 
     async def dead_letter(self, record: Record, reason: str) -> None:
         """Dead-letter unless done already; then record it."""
         key = dead_letter_key(record)
-        if key in self._ledger:
-            self.already_published += 1
+        if self._skip(key):
             return
         await self._sink.dead_letter(record, reason)
+        self._record(key)
+
+    def _skip(self, key: str) -> bool:
+        if key not in self._ledger:
+            return False
+        if key in self._this_run:
+            self.repeated += 1
+        else:
+            self.already_published += 1
+        return True
+
+    def _record(self, key: str) -> None:
         self._ledger.record(key)
+        self._this_run.add(key)

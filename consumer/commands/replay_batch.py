@@ -62,6 +62,7 @@ from consumer.commands.batch_published import (
     BATCH_PRICE_FACTOR,
     PublishedLedger,
     PublishOnce,
+    as_billed,
     ledger_path,
 )
 from consumer.commands.batch_spool import RequestSpool
@@ -128,7 +129,8 @@ async def replay_batch(settings: Settings, request: ReplayRequest) -> dict[str, 
     state = BatchState.open(path, scope)  # another replay's file is refused here
     started = time.monotonic()
     try:
-        ledger = PublishedLedger(ledger_path(path))
+        ledger = PublishedLedger(ledger_path(path, settings.verdicts_topic,
+                                             settings.kafka_bootstrap_servers))
         spool = RequestSpool(path.parent)
     except OSError as exc:
         raise ConfigError(f"--batch-state: cannot write beside {path}: {exc}") from None
@@ -189,15 +191,20 @@ async def _replay(
     answering = AnsweringJudge(answers, wiring.make_judge(settings), published)
     report.answering = answering
 
-    def batch_priced(verdict: VerdictEvent) -> bool:
+    def settled(verdict: VerdictEvent) -> VerdictEvent:
+        # Of the verdicts sharing one request, the lowest id bills it: the same on every run,
+        # however a run is interrupted, and whatever JUDGE_CACHE_SIZE says.
         key = collection.request_of.get(verdict.verdict_id)
-        return key is not None and answering.answered_by_batch(key)
+        by_batch = key is not None and answering.answered_by_batch(key)
+        first = key is not None and verdict.verdict_id == min(by_request[key])
+        return as_billed(verdict, by_batch=by_batch, first=first)
 
     def publish_once(sink: VerdictSink) -> VerdictSink:
-        report.sink = PublishOnce(sink, ledger, batch_priced)
+        report.sink = PublishOnce(sink, ledger, settled)
         return report.sink
 
-    rules = wiring.make_rules(settings, answering)
+    # No answer cache here: which verdict of a shared request bills it is ``settled``'s call.
+    rules = wiring.make_rules(settings.model_copy(update={"judge_cache_size": 0}), answering)
     try:
         summary = await run_pass(settings, request, reading, rules, wrap_sink=publish_once,
                                  started=started)
@@ -236,6 +243,7 @@ class BatchReport:
             "resubmitted": sum(len(record.custom_ids) for record in records
                                if record.attempt > 1),
             "already_published": self.sink.already_published if self.sink else 0,
+            "repeated_in_window": self.sink.repeated if self.sink else 0,
             "price_factor": BATCH_PRICE_FACTOR,
         }
 

@@ -207,6 +207,9 @@ def _batch_rows(table: Table, summary: dict[str, Any]) -> None:
                   f"{batch['sent_synchronously']:,}")
     table.add_row("published by an earlier run (not sent again)",
                   f"{batch['already_published']:,}")
+    if batch.get("repeated_in_window"):
+        table.add_row("repeated records of the window (sent once)",
+                      f"{batch['repeated_in_window']:,}")
     table.add_row("state file", batch["state_file"])
     published = summary["pass"] + summary["fail"] + summary["error"]
     if summary["complete"] and published == 0 and batch["already_published"]:

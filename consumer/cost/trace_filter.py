@@ -80,12 +80,24 @@ class TraceFilter:
         try:
             return _truthy(self._parsed.search(view))
         except Exception as exc:  # one trace's data must not stop the worker
-            self.errors += 1
-            if self.errors == 1:
-                log.warning("trace_filter_failed", trace_id=view.get("trace_id"),
-                            problem=_describe(exc),
-                            note="traces the filter fails on are not judged; logged once")
-            return False
+            return self._failed(view.get("trace_id"), exc)
+
+    def keeps_trace(self, trace: TraceEvent, origin: TraceOrigin | None) -> bool:
+        """``keeps`` on the trace's view; False, counted, when not even the view can be made
+        (metadata nested deeper than serialising allows)."""
+        try:
+            view = filter_view(trace, origin)
+        except (ValueError, RecursionError) as exc:
+            return self._failed(trace.trace_id, exc)
+        return self.keeps(view)
+
+    def _failed(self, trace_id: Any, exc: Exception) -> bool:
+        self.errors += 1
+        if self.errors == 1:
+            log.warning("trace_filter_failed", trace_id=str(trace_id)[:200],
+                        problem=_describe(exc),
+                        note="traces the filter fails on are not judged; logged once")
+        return False
 
 
 def compile_filter(expression: str) -> TraceFilter:

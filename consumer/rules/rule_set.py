@@ -27,7 +27,7 @@ from typing import Literal, cast, get_args
 import structlog
 
 from consumer.cost.sampling import sampled
-from consumer.cost.trace_filter import TraceFilter, filter_view
+from consumer.cost.trace_filter import TraceFilter
 from consumer.evaluate import Evaluation, Evaluator
 from consumer.judge.result import TraceFailed
 from consumer.redaction import known_secrets
@@ -90,7 +90,7 @@ class RuleSet:
         """A verdict from every rule that applies to the trace, in ``RULES`` order."""
         if not trace.has_output:
             return RuleResults([], "empty_output")
-        if self._filter is not None and not self._filter.keeps(filter_view(trace, origin)):
+        if self._filter is not None and not self._filter.keeps_trace(trace, origin):
             return RuleResults([], "filtered")
         # The deterministic verdicts first (microseconds) while the judge may take seconds;
         # then the judged ones, each in its own task so that several judges overlap.

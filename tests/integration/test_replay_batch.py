@@ -168,7 +168,7 @@ async def test_a_batch_replay_publishes_a_synchronous_replays_verdicts_at_half_t
     assert b["batch"] == {
         "state_file": b["batch"]["state_file"], "batches": 1, "batches_expired": 0,
         "requests": requests, "answered_by_batch": requests, "unanswered_by_batch": {},
-        "sent_synchronously": 0, "resubmitted": 0, "already_published": 0,
+        "sent_synchronously": 0, "resubmitted": 0, "already_published": 0, "repeated_in_window": 0,
         "price_factor": 0.5}
     assert batch_calls == requests, "each request answered once, by the batch"
     state = Path(b["batch"]["state_file"])
@@ -201,7 +201,7 @@ def state_file(directory: Path) -> dict[str, Any] | None:
 
 
 def published_lines(directory: Path) -> list[str]:
-    found = list(directory.glob("batch-*.json.published"))
+    found = list(directory.glob("batch-*.json.*.published"))
     return found[0].read_text().split("\n")[:-1] if found else []
 
 

@@ -12,6 +12,7 @@ from consumer.commands.batch_published import (
     BATCH_PRICE_FACTOR,
     PublishedLedger,
     PublishOnce,
+    as_billed,
     dead_letter_key,
     ledger_path,
 )
@@ -70,8 +71,11 @@ class Broker:
 
 
 async def test_a_second_run_sends_only_what_the_first_did_not(tmp_path: Path) -> None:
-    path = ledger_path(tmp_path / "batch-state.json")
-    assert path.name == "batch-state.json.published"
+    path = ledger_path(tmp_path / "batch-state.json", "verdicts", "kafka:9092")
+    assert path != ledger_path(tmp_path / "batch-state.json", "verdicts-2", "kafka:9092")
+    assert path != ledger_path(tmp_path / "batch-state.json", "verdicts", "other:9092")
+    assert path.name.startswith("batch-state.json.")
+    assert path.suffix == ".published"
     broker = Broker()
     with PublishedLedger(path) as ledger:
         first = PublishOnce(broker, ledger)
@@ -119,14 +123,30 @@ def test_a_line_cut_by_a_crash_counts_as_unpublished_and_the_next_line_starts_wh
         assert verdict_id("b") in again
 
 
-async def test_the_verdicts_the_batch_answered_cost_half(tmp_path: Path) -> None:
+def test_a_request_the_batch_answered_is_billed_once_at_half_price() -> None:
+    priced = verdict("first", cost_usd=0.002)
+    first = as_billed(priced, by_batch=True, first=True)
+    assert (first.cost_usd, first.cached) == (0.002 * BATCH_PRICE_FACTOR, False)
+    assert BATCH_PRICE_FACTOR == 0.5
+    other = as_billed(verdict("same-request", cost_usd=0.002), by_batch=True, first=False)
+    assert (other.cost_usd, other.cached, other.usage) == (0.0, True, Usage())
+    unpriced = as_billed(verdict("unpriced"), by_batch=True, first=False)
+    assert (unpriced.cost_usd, unpriced.cached) == (None, True)
+    synchronous = verdict("synchronous", cost_usd=0.002)
+    assert as_billed(synchronous, by_batch=False, first=False) is synchronous
+
+
+async def test_a_record_repeated_in_the_window_is_sent_once_and_counted_as_repeated(
+    tmp_path: Path,
+) -> None:
     broker = Broker()
     with PublishedLedger(tmp_path / "s.json.published") as ledger:
-        sink = PublishOnce(broker, ledger, lambda v: v.trace_id == "batch")
-        await sink.publish(verdict("batch", cost_usd=0.002))
-        await sink.publish(verdict("synchronous", cost_usd=0.002))
-        await sink.publish(verdict("unpriced"))
-    costs = {v.trace_id: v.cost_usd for v in broker.sent}
-    assert costs == {"batch": 0.002 * BATCH_PRICE_FACTOR, "synchronous": 0.002,
-                     "unpriced": None}
-    assert BATCH_PRICE_FACTOR == 0.5
+        sink = PublishOnce(broker, ledger)
+        await sink.publish(verdict("t"))
+        await sink.publish(verdict("t"))
+    assert len(broker.sent) == 1
+    assert (sink.repeated, sink.already_published) == (1, 0)
+    with PublishedLedger(tmp_path / "s.json.published") as ledger:
+        again = PublishOnce(broker, ledger)
+        await again.publish(verdict("t"))
+    assert (again.repeated, again.already_published, len(broker.sent)) == (0, 1, 1)

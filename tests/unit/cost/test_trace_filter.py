@@ -207,3 +207,16 @@ def test_the_failure_logged_never_holds_the_traces_values() -> None:
     assert kept is False
     assert "sk-live-9" not in str(logs)
     assert logs[0]["problem"] == "starts_with() got object, expected one of string"
+
+
+def test_a_trace_too_deep_to_view_is_left_out_and_counted_not_raised() -> None:
+    nested: dict[str, object] = {}
+    inner = nested
+    for _ in range(400):  # deeper than serialising the view allows
+        inner["x"] = {}
+        inner = inner["x"]  # type: ignore[assignment]
+    trace = event(metadata=nested)
+    trace_filter = compile_filter("project_id == null")
+    assert not trace_filter.keeps_trace(trace, None)
+    assert trace_filter.errors == 1
+    assert trace_filter.keeps_trace(event(), None), "the next trace is judged as usual"
