@@ -1,5 +1,5 @@
 # groundedness-worker: `make test` and `make demo` are all a fresh machine needs
-# (Python 3.11, Java 17 and Maven; Go only for the Helm chart checks).
+# (Python 3.11, Java 17 and Maven; Go only for the Helm chart and alert rule checks: helm, promtool).
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 KAFKA_PORT ?= 9092
 
-.PHONY: venv lint test test-unit test-integration kafka-start kafka-stop demo schemas helm bench clean
+.PHONY: venv lint test test-unit test-integration kafka-start kafka-stop demo schemas helm promtool bench clean
 
 venv: $(STAMP)
 
@@ -32,9 +32,13 @@ kafka-stop:
 helm:
 	@scripts/install-helm
 
+# promtool checks and unit-tests the chart's alert rules (tests/unit/test_alert_rules.py).
+promtool:
+	@scripts/install-promtool
+
 # Unit and integration tests against a real broker started by scripts/kafka-local (which
 # finds one already running on KAFKA_PORT, and leaves it running: `make kafka-stop`).
-test: venv lint helm kafka-start
+test: venv lint helm promtool kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q $(PYTEST_ARGS)
 
 # No broker: pure modules, in-memory stand-ins for Kafka, the judge on loopback.
@@ -56,6 +60,11 @@ bench: venv
 
 schemas: venv
 	$(BIN)/python -m schemas.generate
+
+# The chart's Grafana dashboard (helm/groundedness-worker/dashboards), from scripts/dashboard.py.
+.PHONY: dashboard
+dashboard: venv
+	$(BIN)/python -m scripts.dashboard
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
