@@ -65,6 +65,9 @@ class RuleSet:
         if not rules:
             raise ValueError("a rule set needs at least one rule")
         self._rules = tuple(rules)
+        # Told apart once: a runtime protocol check costs microseconds, on every trace.
+        self._checks = tuple(rule for rule in rules if isinstance(rule, DeterministicRule))
+        self._judges = tuple(rule for rule in rules if not isinstance(rule, DeterministicRule))
         self._secrets = known_secrets(secrets)
         self._sample_rate = sample_rate
         self._filter = trace_filter
@@ -82,7 +85,7 @@ class RuleSet:
     @property
     def holding(self) -> bool:
         """True while a judge is down for everyone (never without a judged rule)."""
-        return any(rule.holding for rule in self._judged())
+        return any(rule.holding for rule in self._judges)
 
     async def evaluate(
         self, trace: TraceEvent, source: Source | None = None, origin: TraceOrigin | None = None
@@ -95,10 +98,10 @@ class RuleSet:
         # The deterministic verdicts first (microseconds) while the judge may take seconds;
         # then the judged ones, each in its own task so that several judges overlap.
         found: dict[str, Evaluation] = {
-            rule.name: self._check(rule, trace, source, origin) for rule in self._rules
-            if isinstance(rule, DeterministicRule) and rule.applies(trace, origin)
+            rule.name: self._check(rule, trace, source, origin) for rule in self._checks
+            if rule.applies(trace, origin)
         }
-        judged = [rule for rule in self._judged() if rule.applies(trace, origin)]
+        judged = [rule for rule in self._judges if rule.applies(trace, origin)]
         skipped: Skip | None = None
         if judged and not sampled(trace.trace_id, self._sample_rate):
             judged, skipped = [], "sampled_out"
@@ -119,11 +122,8 @@ class RuleSet:
 
     async def close(self) -> None:
         """Release every judge's client."""
-        for rule in self._judged():
+        for rule in self._judges:
             await rule.close()
-
-    def _judged(self) -> list[JudgedRule]:
-        return [rule for rule in self._rules if not isinstance(rule, DeterministicRule)]
 
     def _check(self, rule: DeterministicRule, trace: TraceEvent, source: Source | None,
                origin: TraceOrigin | None) -> Evaluation:
