@@ -11,7 +11,6 @@ Needs helm and promtool (``make helm promtool`` put them in ``.cache/bin``); ski
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -21,24 +20,15 @@ from typing import Any
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "helm" / "groundedness-worker"
-PROMTOOL_TESTS = Path(__file__).resolve().parent / "alert_rules"
-# The promtool tests' series carry the job and namespace this release's ServiceMonitor gives.
-RELEASE = "gw"
-NAMESPACE = "evals"
+from tests.support.helm import CHART, NAMESPACE, RELEASE, Values, find_tool, private_env
 
-Values = dict[str, Any]
+PROMTOOL_TESTS = Path(__file__).resolve().parent / "alert_rules"
+# The promtool tests' series carry the job and namespace (helm.RELEASE, helm.NAMESPACE) this
+# release's ServiceMonitor gives.
+
 Manifest = dict[str, Any]
 
 ENABLED: Values = {"minAcceptableScore": 0.5, "prometheusRule": {"enabled": True}}
-
-
-def find_tool(name: str) -> str | None:
-    local = REPO / ".cache" / "bin" / name
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which(name)
 
 
 @dataclass(frozen=True)
@@ -80,15 +70,8 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Tools:
     helm, promtool = find_tool("helm"), find_tool("promtool")
     if helm is None or promtool is None:
         pytest.skip("helm and promtool are needed (make helm promtool)")
-    home = tmp_path_factory.mktemp("tool-home")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    return Tools(helm=helm, promtool=promtool, env=env)
+    return Tools(helm=helm, promtool=promtool,
+                 env=private_env(tmp_path_factory.mktemp("tool-home")))
 
 
 def with_rule_values(**rule_values: Any) -> Values:

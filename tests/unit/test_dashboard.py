@@ -7,7 +7,6 @@ The chart tests need the helm CLI (``scripts/install-helm``); skipped without it
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +16,7 @@ import yaml
 
 from consumer.ops.metrics import REGISTRY
 from scripts.dashboard import DASHBOARD_PATH, SELECTOR, render
-from tests.unit.test_helm_chart import CHART, FULLNAME, NAMESPACE, Helm, find_helm
+from tests.support.helm import CHART, FULLNAME, NAMESPACE, Helm, find_tool, private_env
 
 Panel = dict[str, Any]
 
@@ -150,18 +149,10 @@ def test_panels_do_not_overlap() -> None:
 
 @pytest.fixture(scope="module")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    binary = find_helm()
+    binary = find_tool("helm")
     if binary is None:
         pytest.skip("helm is not installed (run scripts/install-helm, or put helm on PATH)")
-    home = tmp_path_factory.mktemp("helm-home")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    return Helm(binary=binary, env=env)
+    return Helm(binary=binary, env=private_env(tmp_path_factory.mktemp("helm-home")))
 
 
 def dashboard_configmaps(helm: Helm, values: dict[str, Any]) -> list[Panel]:

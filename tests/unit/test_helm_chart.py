@@ -8,13 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,12 +18,16 @@ import yaml
 from consumer.rules.registry import KNOWN_RULES
 from consumer.settings import load_settings
 from tests.support.contract import WORKER_VARS
+from tests.support.helm import (
+    CHART,
+    FULLNAME,
+    NAMESPACE,
+    Helm,
+    Values,
+    find_tool,
+    private_env,
+)
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "helm" / "groundedness-worker"
-RELEASE = "gw"
-NAMESPACE = "evals"
-FULLNAME = f"{RELEASE}-groundedness-worker"
 TMP_MOUNT = "/tmp"  # noqa: S108 - the container's writable emptyDir, not a host path
 
 SECRET_VARS = frozenset({"OPENAI_API_KEY", "KAFKA_SASL_PASSWORD"})
@@ -72,7 +71,6 @@ INTEGER_VARS = frozenset(
 )
 
 Manifest = dict[str, Any]
-Values = dict[str, Any]
 
 SASL_TLS_KEDA: Values = {
     "minAcceptableScore": 0.7,
@@ -334,56 +332,12 @@ INVALID_CASES: dict[str, tuple[Values, tuple[str, ...], str]] = {
 }
 
 
-@dataclass(frozen=True)
-class Helm:
-    """The helm CLI, run with its cache/config/data homes in a private directory."""
-
-    binary: str
-    env: dict[str, str]
-
-    def run(self, *args: str, values: Values | None = None) -> subprocess.CompletedProcess[str]:
-        command = [self.binary, *args]
-        stdin = None
-        if values is not None:
-            command += ["--values", "-"]
-            stdin = yaml.safe_dump(values)
-        return subprocess.run(
-            command,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
-            check=False,
-        )
-
-    def template(self, values: Values, *extra: str) -> subprocess.CompletedProcess[str]:
-        return self.run(
-            "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *extra, values=values
-        )
-
-
-def find_helm() -> str | None:
-    local = REPO / ".cache" / "bin" / "helm"
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which("helm")
-
-
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    binary = find_helm()
+    binary = find_tool("helm")
     if binary is None:
         pytest.skip("helm is not installed (run scripts/install-helm, or put helm on PATH)")
-    home = tmp_path_factory.mktemp("helm-home")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    return Helm(binary=binary, env=env)
+    return Helm(binary=binary, env=private_env(tmp_path_factory.mktemp("helm-home")))
 
 
 @pytest.fixture(scope="session")
