@@ -21,6 +21,7 @@ from tests.support.streams import (
     Topics,
     create_topics,
     group_offsets,
+    produce,
     read_all,
     trace,
     verdicts_by_trace,
@@ -263,15 +264,7 @@ async def seed_rules(bootstrap: str) -> tuple[Topics, str]:
     base_ms = int(time.time() * 1000) - HOUR_MS
     values = [trace(trace_id, **fields) for trace_id, (fields, _) in RULE_TRACES.items()]
     values += [trace("empty", "  ", retrieved_documents=DOCS), b"not json"]
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
-    await producer.start()
-    try:
-        for i, value in enumerate(values):
-            await producer.send(topics.traces, value, partition=i % PARTITIONS,
-                                timestamp_ms=base_ms + i * 1000)
-        await producer.flush()
-    finally:
-        await producer.stop()
+    await produce(bootstrap, topics.traces, values, first_timestamp_ms=base_ms)
     return topics, datetime.fromtimestamp((base_ms - 1000) / 1000, UTC).isoformat()
 
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
 from opentelemetry.sdk.trace import ReadableSpan
 
 from consumer.batch.runner import Polling
@@ -34,7 +33,7 @@ from tests.integration.test_replay_spans import GARBAGE, Trace, answered, indexi
 from tests.integration.test_replay_spans import produce as produce_at
 from tests.support.fake_judge import ScriptedJudge
 from tests.support.otel_spans import otlp_proto
-from tests.support.streams import Topics, create_topics, read_all, trace
+from tests.support.streams import Topics, create_topics, produce, read_all, trace
 from tests.support.waiting import until
 from tests.support.workers import GROUNDEDNESS, worker_env
 
@@ -62,15 +61,7 @@ async def seed(bootstrap: str, name: str, values: list[bytes]) -> tuple[Topics, 
     topics = Topics.fresh(name)
     await create_topics(bootstrap, topics, partitions=PARTITIONS)
     base_ms = (int(time.time() * 1000) - HOUR_MS) // 1000 * 1000
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
-    await producer.start()
-    try:
-        for i, value in enumerate(values):
-            await producer.send(topics.traces, value, partition=i % PARTITIONS,
-                                timestamp_ms=base_ms + i * 1000)
-        await producer.flush()
-    finally:
-        await producer.stop()
+    await produce(bootstrap, topics.traces, values, first_timestamp_ms=base_ms)
     return topics, ["--from", iso(base_ms - 1000), "--to", iso(base_ms + HOUR_MS // 2)]
 
 

@@ -54,9 +54,10 @@ async def create_topics(bootstrap: str, topics: Topics, partitions: int = 3) -> 
 
 async def produce(
     bootstrap: str, topic: str, values: Sequence[bytes | None],
-    *, keys: Sequence[bytes | None] | None = None,
+    *, keys: Sequence[bytes | None] | None = None, first_timestamp_ms: int | None = None,
 ) -> None:
-    """Produce raw values, spread over the partitions by key (round-robin when keys are None)."""
+    """Produce raw values, spread over the partitions by key (round-robin when keys are None);
+    with ``first_timestamp_ms``, record i is stamped a second after record i - 1 (a window)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
     await producer.start()
     try:
@@ -66,7 +67,9 @@ async def produce(
             if value is None and key is None:
                 key = b"tombstone"  # Kafka needs a key or a value
             partition = None if key else partitions[i % len(partitions)]
-            await producer.send(topic, value, key=key, partition=partition)
+            timestamp_ms = None if first_timestamp_ms is None else first_timestamp_ms + i * 1000
+            await producer.send(topic, value, key=key, partition=partition,
+                                timestamp_ms=timestamp_ms)
         await producer.flush()
     finally:
         await producer.stop()
