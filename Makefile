@@ -1,5 +1,5 @@
 # groundedness-worker: `make test` and `make demo` are all a fresh machine needs
-# (Python 3.11, Java 17 and Maven; Go only for the Helm chart and alert rule checks: helm, promtool).
+# (Python 3.11, Java 17 and Maven; Go only for the Helm chart and alert rule checks: helm, promtool, prometheus).
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 KAFKA_PORT ?= 9092
 
-.PHONY: venv lint test test-unit test-integration kafka-start kafka-stop demo schemas helm promtool bench clean
+.PHONY: venv lint test test-unit test-integration kafka-start kafka-stop demo schemas helm promtool prometheus bench clean
 
 venv: $(STAMP)
 
@@ -36,9 +36,14 @@ helm:
 promtool:
 	@scripts/install-promtool
 
+# The Prometheus server (same module as promtool) that evaluates every dashboard query and alert
+# expression against a real worker (tests/integration/test_dashboard_queries.py).
+prometheus:
+	@scripts/install-prometheus
+
 # Unit and integration tests against a real broker started by scripts/kafka-local (which
 # finds one already running on KAFKA_PORT, and leaves it running: `make kafka-stop`).
-test: venv lint helm promtool kafka-start
+test: venv lint helm promtool prometheus kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q $(PYTEST_ARGS)
 
 # No broker: pure modules, in-memory stand-ins for Kafka, the judge on loopback.

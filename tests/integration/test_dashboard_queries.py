@@ -1,0 +1,318 @@
+"""Every dashboard query and every alert expression, evaluated by a real Prometheus against a
+real worker's metrics: each returns series, with the labels its panel or alert reads.
+
+A real worker (``groundedness run``, with ``RULES=groundedness,missing_citation`` and judge
+prices) judges a stream on the real broker with the fake judge over HTTP; the stream has passing
+and failing answers, a judge error, an empty output (skipped) and a record that is not JSON
+(dead-lettered). A real Prometheus (``make prometheus``, the module promtool is built from)
+scrapes its ``/metrics`` every second as the chart's ServiceMonitor would: job
+``gw-groundedness-worker``, namespace ``evals``. The span input's series (open traces, traces
+closed by quiet or max wait) exist at 0 from the start on a ``trace_json`` worker
+(``consumer.ops.metrics``), so its panels are checked on this worker too.
+
+What is checked, and how:
+
+- Panels: each target of the committed dashboard JSON, with Grafana's variables given values
+  (``$namespace`` and ``$job`` this release's, ``$__rate_interval`` 1m, ``$__range`` 1h); it
+  must return at least one series, and each series must carry every label its legend shows
+  (``{{rule}} {{verdict}}`` needs ``rule`` and ``verdict``; ``{{topic}}/{{partition}}`` needs
+  both). A query left with an unknown ``$variable`` fails.
+- Template variables: ``label_values(selector, label)`` through the label values API; the
+  values must include this release's.
+- Alerts: each expression of the chart's PrometheusRule, rendered by ``helm template`` with the
+  rules enabled. A quiet worker fires none, so the expression as written returns nothing, for a
+  renamed metric as for a healthy one. Each comparison outside the label matchers becomes a
+  ``bool`` comparison (``> 0.05`` becomes ``> bool 0.05``): the expression then returns its
+  0/1 for every series it compares, and nothing when a metric is missing; and since the
+  operands of ``and`` must still match label for label, a grouping that differs across the
+  operands fails too, which evaluating each metric alone would miss. The result must carry the
+  labels the alert groups by. Alerts are evaluated two minutes after the data (within
+  Prometheus' five-minute lookback), so the lag alert's ``deriv(...[15m:1m])`` subquery has the
+  two one-minute steps it needs on a test that lasts seconds.
+
+That the check fails on a renamed metric is shown in the same run: for every metric the
+queries name, a copy of the queries with that one metric renamed must fail exactly the queries
+that name it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import yaml
+
+from consumer.localjudge.server import JudgeServer
+from scripts.dashboard import DASHBOARD_PATH
+from tests.support.fake_judge import ScriptedJudge
+from tests.support.helm import FULLNAME, NAMESPACE, Helm, find_tool, private_env
+from tests.support.http import wait_status
+from tests.support.ports import free_port
+from tests.support.prometheus import SCRAPE_INTERVAL_S, Prometheus, running_prometheus
+from tests.support.streams import Topics, create_topics, produce, trace
+from tests.support.workers import VerdictCollector, WorkerPool, wait_committed, worker_env
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+DOCS = [{"id": "kb-1", "content": "Refunds are prorated to the day of cancellation."}]
+PRICES = {"JUDGE_PRICE_INPUT_PER_MILLION": "0.15", "JUDGE_PRICE_OUTPUT_PER_MILLION": "0.60"}
+# Grafana's own variables, as a dashboard over the last hour with a 15 s scrape would have
+# them; 1m also spans the whole test, so a rate sees every verdict.
+GRAFANA_VARIABLES = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h"}
+# The values a user picks for the dashboard's variables: this release's, as the chart's
+# ServiceMonitor labels its series.
+PICKED = {"namespace": NAMESPACE, "job": FULLNAME}
+# Later than the last scrape by more than a subquery step twice over, within the lookback.
+ALERT_DELAY_S = 120.0
+
+# A comparison operator (not a label matcher's `=`, `!=`, `=~`: those are inside braces).
+COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)(?!\s*bool\b)")
+LEGEND_LABEL = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+GROUPED_BY = re.compile(r"\bby\s*\(([^)]*)\)")
+LABEL_VALUES = re.compile(r"^label_values\((?:(.*),\s*)?([A-Za-z_][A-Za-z0-9_]*)\)$")
+VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+METRIC = re.compile(r"\bgroundedness_[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One query, where it comes from, and what its result must carry."""
+
+    source: str
+    expr: str
+    labels: frozenset[str] = frozenset()
+    at_offset_s: float = 0.0  # evaluated this long after now
+    label_of: str | None = None  # a variable's query: the values of this label...
+    wanted_value: str | None = None  # ...must include this one
+
+
+# -- the queries -----------------------------------------------------------------------------
+
+
+def substitute(expr: str, variables: dict[str, str]) -> str:
+    """``expr`` with ``$name`` and ``${name}`` replaced by the variable's value (an unknown
+    variable is left as it is)."""
+
+    def value(found: re.Match[str]) -> str:
+        return variables.get(found.group(1) or found.group(2), found.group())
+
+    return VARIABLE.sub(value, expr)
+
+
+def dashboard_checks(board: dict[str, Any]) -> list[Check]:
+    """Each panel target and each query variable of ``board``, variables substituted."""
+    variables = {**GRAFANA_VARIABLES, **PICKED}
+    checks = []
+    for panel in board["panels"]:
+        for inner in [panel, *panel.get("panels", [])]:
+            for target in inner.get("targets", []):
+                checks.append(Check(
+                    source=f"panel {inner['title']!r} {target['refId']}",
+                    expr=substitute(target["expr"], variables),
+                    labels=frozenset(LEGEND_LABEL.findall(target.get("legendFormat", ""))),
+                ))
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "query":
+            checks.append(Check(
+                source=f"variable ${variable['name']}",
+                expr=substitute(variable["query"], variables),
+                label_of=variable["name"],
+                wanted_value=PICKED[variable["name"]],
+            ))
+    return checks
+
+
+def as_bool(expr: str) -> str:
+    """``expr`` with every comparison outside label matchers and strings made a ``bool`` one."""
+    out: list[str] = []
+    depth, quote, i = 0, "", 0
+    while i < len(expr):
+        char = expr[i]
+        if quote:
+            out.append(expr[i:i + 2] if char == "\\" else char)
+            i += 2 if char == "\\" else 1
+            quote = "" if char == quote else quote
+            continue
+        if char in "\"'`":
+            quote = char
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        elif depth == 0 and (found := COMPARISON.match(expr, i)):
+            out.append(f"{found.group()} bool")
+            i = found.end()
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def alert_checks(rules: list[dict[str, Any]]) -> list[Check]:
+    """Each alert of the rendered PrometheusRule, its comparisons made ``bool`` ones."""
+    checks = []
+    for rule in rules:
+        grouped = GROUPED_BY.search(rule["expr"])
+        labels = {name.strip() for name in grouped.group(1).split(",")} if grouped else set()
+        checks.append(Check(
+            source=f"alert {rule['alert']}", expr=as_bool(rule["expr"]),
+            labels=frozenset(labels - {""}), at_offset_s=ALERT_DELAY_S,
+        ))
+    return checks
+
+
+def chart_alerts(helm: Helm) -> list[dict[str, Any]]:
+    """The alerting rules of the chart's PrometheusRule, rules enabled, defaults otherwise."""
+    result = helm.template({"minAcceptableScore": 0.5, "prometheusRule": {"enabled": True}})
+    assert result.returncode == 0, result.stderr
+    (manifest,) = [doc for doc in yaml.safe_load_all(result.stdout)
+                   if doc and doc["kind"] == "PrometheusRule"]
+    return [rule for group in manifest["spec"]["groups"] for rule in group["rules"]
+            if "alert" in rule]
+
+
+def renamed(checks: list[Check], metric: str) -> list[Check]:
+    """``checks`` as they would be with ``metric`` renamed in the worker and not in them."""
+    return [replace(check, expr=re.sub(rf"\b{metric}\b", f"{metric}_renamed", check.expr))
+            for check in checks]
+
+
+# -- evaluating them -------------------------------------------------------------------------
+
+
+async def problem(prometheus: Prometheus, check: Check) -> str | None:
+    """What is wrong with ``check``'s result, or None."""
+    if "$" in check.expr:
+        return f"a variable is left: {check.expr}"
+    if check.label_of is not None:
+        parsed = LABEL_VALUES.match(check.expr)
+        if parsed is None or parsed.group(2) != check.label_of:
+            return f"not label_values(..., {check.label_of}): {check.expr}"
+        values = await prometheus.label_values(check.label_of, parsed.group(1))
+        return None if check.wanted_value in values else f"values {values}"
+    result = await prometheus.query(check.expr, at=time.time() + check.at_offset_s)
+    if not result:
+        return "no series"
+    lacking = [series.labels for series in result
+               if not all(series.labels.get(label) for label in check.labels)]
+    return f"series without {sorted(check.labels)}: {lacking}" if lacking else None
+
+
+async def problems(prometheus: Prometheus, checks: list[Check]) -> dict[str, str]:
+    """Each failing check (by source and query) with what is wrong with it."""
+    found = {}
+    for check in checks:
+        wrong = await problem(prometheus, check)
+        if wrong is not None:
+            found[f"{check.source}: {check.expr}"] = wrong
+    return found
+
+
+# -- the worker and its stream ---------------------------------------------------------------
+
+
+def stream() -> tuple[list[bytes | None], set[str]]:
+    """The records, and the traces that must get a verdict."""
+    judged = {f"dash-pass-{n}": f"Prorated [1]. [[score=5]] ({n})" for n in range(6)}
+    judged |= {f"dash-fail-{n}": f"Never refunded. [[score=1]] ({n})" for n in range(4)}
+    judged["dash-error"] = "Too long for the judge. [[context_length]]"
+    values: list[bytes | None] = [trace(trace_id, text, retrieved_documents=DOCS)
+                                  for trace_id, text in judged.items()]
+    values.append(trace("dash-empty", "", retrieved_documents=DOCS))  # skipped: empty_output
+    values.append(b"{not json")  # dead-lettered
+    return values, set(judged)
+
+
+@pytest.fixture
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    binary = find_tool("helm")
+    if binary is None or find_tool("prometheus") is None:
+        pytest.skip("helm and prometheus are needed (make helm prometheus)")
+    return Helm(binary=binary, env=private_env(tmp_path_factory.mktemp("helm-home")))
+
+
+async def test_every_dashboard_query_and_alert_returns_labelled_series_from_a_real_worker(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+    http: httpx2.AsyncClient, helm: Helm,
+) -> None:
+    _, server = fake_judge
+    board = yaml.safe_load(DASHBOARD_PATH.read_text(encoding="utf-8"))
+    checks = dashboard_checks(board) + alert_checks(chart_alerts(helm))
+    topics = Topics.fresh("dashboard")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    port = free_port()
+    env = worker_env(topics.env(kafka), server.url, RULES="groundedness,missing_citation",
+                     HEALTH_PORT=str(port), **PRICES)
+    values, judged = stream()
+    job = f'job="{FULLNAME}"'
+
+    async with WorkerPool(tmp_path) as pool, VerdictCollector(kafka, topics.verdicts) as out:
+        worker = await pool.start(env)
+        await wait_status(http, f"http://127.0.0.1:{port}/readyz", 200, timeout_s=60)
+        async with running_prometheus(f"127.0.0.1:{port}", tmp_path / "prometheus",
+                                      job=FULLNAME, namespace=NAMESPACE) as prometheus:
+            # Scraped before the stream, so the counters' rates see it go by.
+            await produce(kafka, topics.traces, values)
+            assert await out.wait_for(judged, timeout_s=90), worker.log()
+            committed, ends = await wait_committed(kafka, topics.group, topics.traces, 30)
+            assert committed == ends, worker.log()
+            # A scrape after the last verdict and commit, with every partition's lag (reported
+            # every few seconds); neither wait names a metric the checks are about.
+            done = time.time()
+            await prometheus.wait_until(f"timestamp(up{{{job}}}) > {done + SCRAPE_INTERVAL_S}",
+                                        timeout_s=30)
+            await prometheus.wait_until(
+                f'count(count by (partition) ({{{job}, partition=~".+"}})) >= {PARTITIONS}',
+                timeout_s=30)
+
+            assert await problems(prometheus, checks) == {}
+
+            # The same checks with one metric renamed fail exactly the queries naming it.
+            metrics = sorted({m for check in checks for m in METRIC.findall(check.expr)})
+            for metric in metrics:
+                failing = await problems(prometheus, renamed(checks, metric))
+                naming = {f"{c.source}: {c.expr}" for c in renamed(checks, metric)
+                          if f"{metric}_renamed" in c.expr}
+                assert set(failing) == naming, metric
+        assert await worker.terminate() == 0
+
+    kinds = {check.source.split()[0] for check in checks}
+    print(f"\n{len(checks)} queries checked ({', '.join(sorted(kinds))}), "
+          f"{len(metrics)} metrics each shown to fail when renamed:")
+    for check in checks:
+        print(f"  {check.source}: {check.expr}")
+    assert {"panel", "variable", "alert"} <= kinds
+
+
+# -- the checks themselves, without a server -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ("a > 5", "a > bool 5"),
+        ('x{rule!="g",verdict=~"a|b"} / y{a="<>"} >= 0.05',
+         'x{rule!="g",verdict=~"a|b"} / y{a="<>"} >= bool 0.05'),
+        ("a > 1 and deriv(b[15m:1m]) > 0", "a > bool 1 and deriv(b[15m:1m]) > bool 0"),
+        ("max(c) == 1", "max(c) == bool 1"),
+        ("a > bool 1", "a > bool 1"),
+        ('a{b="x\\"<"} < 3', 'a{b="x\\"<"} < bool 3'),
+    ],
+)
+def test_comparisons_become_bool_ones_and_label_matchers_stay(expr: str, expected: str) -> None:
+    assert as_bool(expr) == expected
+
+
+def test_dashboard_variables_are_all_given_values() -> None:
+    board = yaml.safe_load(DASHBOARD_PATH.read_text(encoding="utf-8"))
+    checks = dashboard_checks(board)
+    assert checks
+    assert [c.expr for c in checks if "$" in c.expr] == []
+    assert substitute("rate(x[$__rate_interval]) $__range ${job}", GRAFANA_VARIABLES | PICKED) \
+        == f"rate(x[1m]) 1h {FULLNAME}"
