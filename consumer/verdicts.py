@@ -94,10 +94,12 @@ class Context:
     prices: Prices | None = None  # JUDGE_PRICE_*: the verdict then carries its cost
 
 
-def origin_fields(origin: TraceOrigin | None, secrets: Sequence[str] = ()) -> dict[str, Any]:
-    """The verdict fields a trace from spans adds; none for a ``trace_json`` event."""
+def origin_fields(origin: TraceOrigin | None, secrets: Sequence[str] = (),
+                  trace: TraceEvent | None = None) -> dict[str, Any]:
+    """The verdict fields a trace from spans adds; for a ``trace_json`` event only the
+    ``span_id`` it gives (16 hex, checked by the schema), if any."""
     if origin is None:
-        return {}
+        return {"span_id": trace.span_id} if trace is not None and trace.span_id else {}
     # The ids are the application's span attributes: a secret it put there (a session keyed by
     # a token) is redacted, as from the judge's text, and before the cut for the same reason.
     return {
@@ -144,7 +146,7 @@ def judged(trace: TraceEvent, answered: Answered, ctx: Context) -> VerdictEvent:
         latency_ms=answered.latency_ms,
         evaluated_at=_now(),
         source=ctx.source,
-        **origin_fields(ctx.origin, ctx.secrets),
+        **origin_fields(ctx.origin, ctx.secrets, trace),
         **_cost_fields(answered.usage, ctx),
     )
 
@@ -172,7 +174,7 @@ def errored(trace: TraceEvent, failed: TraceFailed, ctx: Context) -> VerdictEven
         latency_ms=failed.latency_ms,
         evaluated_at=_now(),
         source=ctx.source,
-        **origin_fields(ctx.origin, ctx.secrets),
+        **origin_fields(ctx.origin, ctx.secrets, trace),
         **_cost_fields(failed.usage, ctx),
     )
 
@@ -201,7 +203,7 @@ def checked(trace: TraceEvent, passed: bool, reason: str, ctx: Context) -> Verdi
         latency_ms=0,
         evaluated_at=_now(),
         source=ctx.source,
-        **origin_fields(ctx.origin, ctx.secrets),
+        **origin_fields(ctx.origin, ctx.secrets, trace),
     )
 
 

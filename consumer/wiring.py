@@ -18,6 +18,7 @@ import structlog
 
 from consumer.cost.judge_cache import JudgeCache
 from consumer.cost.pricing import Prices
+from consumer.errors import ConfigError
 from consumer.evaluate import Evaluator
 from consumer.judge.client import OpenAIJudge, build_judge
 from consumer.judge.prompt import Limits
@@ -37,6 +38,8 @@ from consumer.telemetry.assembly import AssemblyLimits
 
 if TYPE_CHECKING:  # the classes only: their constructors are in stream/clients.py
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from consumer.events.sink import VerdictEvents
 
 log = structlog.get_logger(__name__)
 
@@ -228,6 +231,30 @@ def outcome_topics(settings: Settings) -> OutcomeTopics:
 def verdict_sink(settings: Settings, producer: AIOKafkaProducer) -> KafkaVerdictSink:
     """Verdicts and dead letters through one idempotent producer (at least once)."""
     return KafkaVerdictSink(producer, outcome_topics(settings))
+
+
+def verdict_events(settings: Settings) -> VerdictEvents | None:
+    """``VERDICT_EVENTS``: None for ``none``; for ``otlp``, each verdict's event through the
+    OTel SDK's OTLP exporter, which reads the standard ``OTEL_EXPORTER_OTLP_*`` variables."""
+    if settings.verdict_events == "none":
+        return None
+    try:  # the OTel SDK is imported only by a worker that sends events
+        from consumer.events.sink import otlp_events
+    except ImportError as exc:
+        raise ConfigError(
+            "VERDICT_EVENTS=otlp needs opentelemetry-sdk and "
+            f"opentelemetry-exporter-otlp-proto-http installed ({exc.name} is missing)"
+        ) from None
+    return otlp_events()
+
+
+def with_events(sink: VerdictSink, events: VerdictEvents | None) -> VerdictSink:
+    """``sink``, emitting each verdict's event once published when there are events."""
+    if events is None:
+        return sink
+    from consumer.events.sink import EventingSink
+
+    return EventingSink(sink, events)
 
 
 # -- the process ------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Start order matters: the API key is checked before any Kafka client exists, so a worker
 without one consumes nothing (unless ``RULES`` leaves out ``groundedness``: then there is no
 judge, and no key is needed). Stop order: the pipeline drains and commits, then the consumer
-leaves the group, then the producer flushes.
+leaves the group, then the producer flushes, then the verdict events (``VERDICT_EVENTS``) have
+a few seconds to be sent.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     delivery = wiring.delivery(settings, consumer)
     producer, transactions = delivery.producer, delivery.transactions
     config = wiring.pipeline_config(settings)
-    pipeline = Pipeline(consumer, delivery.sink, rules, delivery.commit, config)
+    events = wiring.verdict_events(settings)  # VERDICT_EVENTS: None unless otlp
+    sink = wiring.with_events(delivery.sink, events)
+    pipeline = Pipeline(consumer, sink, rules, delivery.commit, config)
     rebalance: RebalanceHandler = pipeline  # at least once: partitions move straight to it
     ownership: PartitionOwnership | None = None
     if transactions is not None:
@@ -86,6 +89,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                     log.warning("producer_stop_timed_out", timeout_s=PRODUCER_STOP_TIMEOUT_S)
         if transactions is not None:
             await transactions.close()
+        if events is not None:
+            await events.close()  # bounded: what is still queued then is counted dropped
         for preflight in preflights:
             preflight.cancel()
         await asyncio.gather(*preflights, return_exceptions=True)

@@ -19,11 +19,16 @@ A tool definition (``{"type": "function", "function": {"name"}}``) in place of a
 OpenAI tool call (``{"id", "type", "function": {"name", "arguments"}}``) in place of a call,
 are read as their names: they are what a producer logging its requests has at hand. Every one
 is optional and unset by default, so a trace without tools reads and dumps as before.
+
+``span_id`` (this worker's addition too) names the answer's OTel span, for a producer whose
+``trace_id`` is its OTel trace id: the verdict then carries it, and its evaluation event
+(``VERDICT_EVENTS=otlp``) sits on that span. Anything but 16 hex characters reads as unset.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -52,6 +57,7 @@ _EPOCH_UNITS = ((10**11, 1), (10**14, 10**3), (10**17, 10**6))
 _NANOSECONDS = 10**9
 # Every integer up to this is exactly a float (a JSON producer in JavaScript writes ids so).
 _MAX_EXACT_FLOAT = 2**53
+_SPAN_ID = re.compile(r"[0-9a-fA-F]{16}")
 
 
 def _integer_trace_id(value: Any) -> Any:
@@ -102,6 +108,14 @@ def _definition_name(value: Any) -> Any:
     return value
 
 
+def _otel_span_id(value: Any) -> Any:
+    """An OTel span id (16 hex, not all zero) in lower case; anything else is no span id (it
+    only places an event, so it never refuses the trace)."""
+    if isinstance(value, str) and _SPAN_ID.fullmatch(value) and value.strip("0"):
+        return value.lower()
+    return None
+
+
 def _not_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("tool name is blank")
@@ -117,6 +131,11 @@ TraceId = Annotated[
 ]
 IntegerId = Annotated[
     str | None, BeforeValidator(_integer_id, json_schema_input_type=str | int | None)
+]
+SpanId = Annotated[
+    str | None,
+    BeforeValidator(_otel_span_id),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}]}),
 ]
 EpochOrText = Annotated[
     str | None, BeforeValidator(_epoch_instant, json_schema_input_type=str | float | None)
@@ -191,6 +210,10 @@ class TraceEvent(BaseModel):
     agent: StrictBool | None = Field(
         default=None, description="True when an agent answered: the model had tools, "
         "listed or not.")
+    span_id: SpanId = Field(
+        default=None, description="The answer's span, 16 hex characters, with an OTel "
+        "trace_id (32 hex): the verdict's evaluation event (VERDICT_EVENTS) is placed on it. "
+        "Any other value is ignored.")
 
     @field_validator("retrieved_documents", mode="before")
     @classmethod

@@ -126,7 +126,8 @@ class VerdictEvent(BaseModel):
     latency_ms: int
     evaluated_at: str
     source: Source | None
-    # From span input only (TRACES_FORMAT otlp_*); omitted from the JSON when unset.
+    # From span input (TRACES_FORMAT otlp_*), the rest below only from it; span_id also from a
+    # trace_json event that gives one (for VERDICT_EVENTS). Omitted from the JSON when unset.
     span_id: str | None = Field(
         default=None, exclude_if=_unset, description="The answer's span: 16 hex characters."
     )

@@ -22,6 +22,7 @@ values known in advance start at 0, so rates and ratios exist before the first e
 | ``groundedness_late_spans_total`` | counter | span input: spans of a trace already closed |
 | ``groundedness_split_traces_total`` | counter | span input: a trace seen on two partitions |
 | ``groundedness_unkeyed_span_records_total`` | counter | span input: a record not keyed by trace |
+| ``groundedness_verdict_events_dropped_total`` | counter | VERDICT_EVENTS: events never sent |
 """
 
 from __future__ import annotations
@@ -102,6 +103,12 @@ UNKEYED_SPAN_RECORDS = _counter(
     "partitioning by trace id, so a trace's spans may land on several partitions).",
 )
 
+# VERDICT_EVENTS=otlp (consumer/events): best effort beside the verdict topic.
+VERDICT_EVENTS_DROPPED = _counter(
+    "groundedness_verdict_events_dropped",
+    "Verdict events (VERDICT_EVENTS=otlp) never sent: the queue was full, the OTLP export "
+    "failed, or they were still queued at shutdown. Their verdicts were published.",
+)
 
 
 def expect_rules(rules: Iterable[str]) -> None:

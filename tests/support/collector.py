@@ -1,11 +1,19 @@
 """The real OpenTelemetry Collector in tests (run by ``scripts/local_collector.py``): traces
 sent to it with the OTel Python SDK as an instrumented RAG application sends them, and its
-topic read back."""
+topic read back; and the same binary with a logs pipeline (``running_logs``), whose topic
+holds what the worker's verdict events (``VERDICT_EVENTS=otlp``) became."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +25,7 @@ from openinference.semconv.trace import (
     SpanAttributes,
 )
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -148,3 +157,95 @@ def _span_count(records: list[ConsumerRecord[bytes, bytes]]) -> int:
             count += sum(len(ss.spans) for rs in TracesData.FromString(value).resource_spans
                          for ss in rs.scope_spans)
     return count
+
+
+# ---------------------------------------------------------------------------- logs
+
+
+@dataclass(frozen=True, slots=True)
+class LogsCollector:
+    """A started collector whose logs pipeline writes OTLP/HTTP logs to ``topic``."""
+
+    endpoint: str  # http://127.0.0.1:PORT, as OTEL_EXPORTER_OTLP_ENDPOINT wants it
+    topic: str
+
+
+def logs_config(port: int, bootstrap: str, topic: str) -> dict[str, Any]:
+    """The collector's configuration for logs: OTLP/HTTP in, batched, to Kafka in
+    ``otlp_proto``, acknowledged by every in-sync replica."""
+    return {
+        "receivers": {"otlp": {"protocols": {"http": {"endpoint": f"127.0.0.1:{port}"}}}},
+        "processors": {"batch": {"timeout": "200ms"}},
+        "exporters": {"kafka": {
+            "brokers": bootstrap.split(","),
+            "logs": {"topic": topic, "encoding": "otlp_proto"},
+            "producer": {"required_acks": -1},
+        }},
+        "service": {
+            # No internal metrics server: it would take port 8888 from another collector.
+            "telemetry": {"metrics": {"level": "none"}},
+            "pipelines": {"logs": {"receivers": ["otlp"], "processors": ["batch"],
+                                   "exporters": ["kafka"]}},
+        },
+    }
+
+
+@contextmanager
+def running_logs(bootstrap: str, topic: str, run_dir: Path) -> Iterator[LogsCollector]:
+    """The repo's collector binary (``scripts/otel-collector build``) run with a logs pipeline
+    of its own, beside the script's traces configuration; stopped with SIGTERM on exit (its
+    exporter flushes to Kafka first). Its log is ``run_dir / "otelcol.log"``."""
+    binary = local_collector.build()
+    port = local_collector.free_port()
+    config = run_dir / "otelcol-logs.json"  # JSON is YAML: the collector reads it as a file
+    config.write_text(json.dumps(logs_config(port, bootstrap, topic)), encoding="utf-8")
+    log_path = run_dir / "otelcol.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [str(binary), "--config", f"file:{config}"], stdout=log_file, stderr=log_file)
+    try:
+        _wait_listening(process, port, log_path)
+        yield LogsCollector(f"http://127.0.0.1:{port}", topic)
+    finally:
+        process.terminate()
+        try:
+            process.wait(local_collector.STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_listening(process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+    deadline = time.monotonic() + local_collector.START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise local_collector.CollectorFailed(
+                f"the collector exited at start:\n{log_path.read_text(errors='replace')}")
+        if b"Everything is ready" in log_path.read_bytes():
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                return
+        time.sleep(0.1)
+    raise local_collector.CollectorFailed(
+        f"the collector did not listen on {port}:\n{log_path.read_text(errors='replace')}")
+
+
+async def read_logs(bootstrap: str, topic: str, *, expected: int,
+                    timeout_s: float = 60.0) -> list[LogRecord]:
+    """The log records of ``topic`` from the start, once there are ``expected`` of them."""
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    found: list[LogRecord] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while len(found) < expected and time.monotonic() < deadline:
+            for part in (await consumer.getmany(timeout_ms=200)).values():
+                for record in part:
+                    data = LogsData.FromString(record.value or b"")
+                    found.extend(log for rl in data.resource_logs for sl in rl.scope_logs
+                                 for log in sl.log_records)
+    finally:
+        await consumer.stop()
+    return found
