@@ -10,7 +10,14 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -24,7 +31,10 @@ from consumer.rules.registry import GROUNDEDNESS, parse_rules
 SCORE_REQUIRED = "Minimum acceptable score is required."
 SCORE_ABOVE_ONE = "Minimum acceptable score cannot exceed 1."
 SCORE_BELOW_ZERO = "Minimum acceptable score cannot be below 0."
-SECRET_FIELDS = frozenset({"openai_api_key", "kafka_sasl_password"})
+SECRET_FIELDS = frozenset({
+    "openai_api_key", "kafka_sasl_password", "kafka_ssl_key_password",
+    "kafka_sasl_oauth_client_secret",
+})
 
 ContextField = Literal["retrieved_documents", "input", "expected_output"]
 TracesFormat = Literal["trace_json", "otlp_proto", "otlp_json"]
@@ -77,26 +87,57 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
     drain_timeout_seconds: float = Field(default=45.0, gt=0)
+    # Verdicts as OTel gen_ai.evaluation.result events (consumer/events): none or otlp, to the
+    # endpoint of the standard OTEL_EXPORTER_OTLP_* variables, which the OTel SDK reads itself.
+    verdict_events: Literal["none", "otlp"] = "none"
 
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
         "PLAINTEXT"
     )
-    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None
+    ) = None
     kafka_sasl_username: str | None = None
     kafka_sasl_password: SecretStr | None = None
     kafka_ssl_cafile: str | None = None
+    # Mutual TLS: the client certificate (chain) and its key, PEM; the key's password if any.
+    kafka_ssl_certfile: str | None = None
+    kafka_ssl_keyfile: str | None = None
+    kafka_ssl_key_password: SecretStr | None = None
+    # Hostname verification is on; turning it off is logged as a warning at every start.
+    kafka_ssl_check_hostname: bool = True
+    # OAUTHBEARER: who issues the token. ``client_credentials`` (the OAuth 2.0 flow against
+    # the token endpoint below) or ``aws_msk_iam`` (Amazon MSK IAM, AWS's signer from the
+    # ``[msk]`` extra, credentials and region from the standard AWS environment).
+    kafka_sasl_oauth_provider: Literal["client_credentials", "aws_msk_iam"] = "client_credentials"
+    kafka_sasl_oauth_token_endpoint_url: str | None = None
+    kafka_sasl_oauth_client_id: str | None = None
+    kafka_sasl_oauth_client_secret: SecretStr | None = None
+    kafka_sasl_oauth_scope: str | None = None
+    aws_region: str | None = Field(
+        default=None, validation_alias=AliasChoices("aws_region", "aws_default_region")
+    )
 
     @field_validator("log_level", "log_format", "traces_format", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
+    @field_validator("verdict_events", mode="before")
+    @classmethod
+    def _events_lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
     @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
 
-    @field_validator("openai_base_url", "kafka_ssl_cafile", "kafka_sasl_mechanism", mode="before")
+    @field_validator("openai_base_url", "kafka_ssl_cafile", "kafka_sasl_mechanism",
+                     "kafka_ssl_certfile", "kafka_ssl_keyfile", "kafka_ssl_key_password",
+                     "kafka_sasl_oauth_token_endpoint_url", "kafka_sasl_oauth_client_id",
+                     "kafka_sasl_oauth_client_secret", "kafka_sasl_oauth_scope", "aws_region",
+                     mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -131,7 +172,8 @@ class Settings(BaseSettings):
     def _blank_price_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("sample_rate", "judge_cache_size", mode="before")
+    @field_validator("sample_rate", "judge_cache_size", "kafka_ssl_check_hostname",
+                     "kafka_sasl_oauth_provider", mode="before")
     @classmethod
     def _blank_is_the_default(cls, value: Any) -> Any:
         if isinstance(value, str) and not value.strip():  # as a chart or compose file renders
@@ -171,12 +213,41 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _sasl_complete(self) -> Settings:
-        if self.kafka_security_protocol.startswith("SASL_") and not (
-            self.kafka_sasl_mechanism and self.kafka_sasl_username and self.kafka_sasl_password
-        ):
+        if not self.kafka_security_protocol.startswith("SASL_"):
+            return self
+        mechanism = self.kafka_sasl_mechanism
+        if mechanism is None:
             raise ValueError(
-                "KAFKA_SECURITY_PROTOCOL is SASL_*, so KAFKA_SASL_MECHANISM, "
-                "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD are all required"
+                "KAFKA_SECURITY_PROTOCOL is SASL_*, so KAFKA_SASL_MECHANISM is required"
+            )
+        if mechanism != "OAUTHBEARER":
+            if not (self.kafka_sasl_username and self.kafka_sasl_password):
+                raise ValueError(
+                    f"KAFKA_SASL_MECHANISM is {mechanism}, so KAFKA_SASL_USERNAME and "
+                    "KAFKA_SASL_PASSWORD are both required"
+                )
+        elif self.kafka_sasl_oauth_provider == "aws_msk_iam":
+            if not self.aws_region:
+                raise ValueError(
+                    "KAFKA_SASL_OAUTH_PROVIDER is aws_msk_iam, so AWS_REGION is required"
+                )
+        elif not (self.kafka_sasl_oauth_token_endpoint_url and self.kafka_sasl_oauth_client_id
+                  and self.kafka_sasl_oauth_client_secret):
+            raise ValueError(
+                "KAFKA_SASL_MECHANISM is OAUTHBEARER, so KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL, "
+                "KAFKA_SASL_OAUTH_CLIENT_ID and KAFKA_SASL_OAUTH_CLIENT_SECRET are all required"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _client_key_with_its_certificate(self) -> Settings:
+        # A key alone (or a certificate alone) cannot prove anything to the broker; a key
+        # password without a key is a sign the wrong variable was set.
+        if self.kafka_ssl_keyfile and not self.kafka_ssl_certfile:
+            raise ValueError("KAFKA_SSL_KEYFILE is set without KAFKA_SSL_CERTFILE: set both")
+        if self.kafka_ssl_key_password and not (self.kafka_ssl_keyfile or self.kafka_ssl_certfile):
+            raise ValueError(
+                "KAFKA_SSL_KEY_PASSWORD is set without KAFKA_SSL_KEYFILE or KAFKA_SSL_CERTFILE"
             )
         return self
 
@@ -217,7 +288,8 @@ class Settings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """The secret values in force, for redaction."""
-        values = [self.openai_api_key, self.kafka_sasl_password]
+        values = [self.openai_api_key, self.kafka_sasl_password, self.kafka_ssl_key_password,
+                  self.kafka_sasl_oauth_client_secret]
         return [v.get_secret_value() for v in values if v and v.get_secret_value()]
 
     def require_api_key(self) -> str:

@@ -1,12 +1,17 @@
 """Every use of aiokafka's private API, in one place (aiokafka pinned to 0.14.x in pyproject).
 
-aiokafka has no public way to do four things the worker needs:
+aiokafka has no public way to do six things the worker needs:
 
 - back off a failed metadata update (``install`` wraps ``AIOKafkaClient._metadata_update``);
 - tell a refused login from an unreachable broker (``connection_failures`` reads the cause
   from the records aiokafka's client logs while connecting);
 - load one topic's partitions without subscribing (``load_topic``, ``consumer._client``);
-- read a transactional producer's state (``transaction_state``, ``producer._txn_manager``).
+- read a transactional producer's state (``transaction_state``, ``producer._txn_manager``);
+- reach a client's OAUTHBEARER token provider, to fetch the first token before connecting
+  (``oauth_token_provider``: ``_sasl_oauth_token_provider`` of the consumer's ``_client``,
+  the producer's ``client``);
+- notice that the broker refused an OAUTHBEARER token (``install`` makes
+  ``AIOKafkaConnection.authenticator_oauth`` return ``ChallengeAwareOAuthAuthenticator``).
 
 ``install`` is called once the process is about to use Kafka (``run_worker``, the replay and
 load-sample commands), never on import. ``tests/unit/stream/test_aiokafka_compat.py`` checks
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
@@ -25,8 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.abc import AbstractTokenProvider
 from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import AIOKafkaConnection, OAuthAuthenticator
 from aiokafka.producer.transaction_manager import TransactionState
+
+from consumer.stream.oauth import OAuthTokenRejected
 
 # aiokafka.client's module logger (``logging.getLogger("aiokafka")``, not ``__name__``): it
 # logs ``'Unable connect to "%s:%s": %s', host, port, error`` for each bootstrap server
@@ -49,9 +59,12 @@ MetadataUpdate = Callable[[Any, Any, Any], Awaitable[Any]]  # (client, cluster, 
 
 
 def install() -> None:
-    """Patch aiokafka for the worker (the metadata back-off); idempotent."""
-    if not installed():
+    """Patch aiokafka for the worker (the metadata back-off, the OAUTHBEARER refusal);
+    idempotent."""
+    if not getattr(AIOKafkaClient._metadata_update, "_groundedness_backoff", False):
         AIOKafkaClient._metadata_update = with_backoff(AIOKafkaClient._metadata_update)
+    if not getattr(AIOKafkaConnection.authenticator_oauth, "_groundedness_challenge", False):
+        AIOKafkaConnection.authenticator_oauth = _challenge_aware_authenticator
 
 
 def with_backoff(update: MetadataUpdate) -> MetadataUpdate:
@@ -74,8 +87,10 @@ def with_backoff(update: MetadataUpdate) -> MetadataUpdate:
 
 
 def installed() -> bool:
-    """Is the metadata back-off in place?"""
-    return bool(getattr(AIOKafkaClient._metadata_update, "_groundedness_backoff", False))
+    """Are the metadata back-off and the OAUTHBEARER refusal in place?"""
+    return bool(getattr(AIOKafkaClient._metadata_update, "_groundedness_backoff", False)
+                and getattr(AIOKafkaConnection.authenticator_oauth,
+                            "_groundedness_challenge", False))
 
 
 # -- why a connection failed ------------------------------------------------------------------
@@ -164,3 +179,57 @@ def transaction_state(producer: AIOKafkaProducer) -> TransactionState:
     """Where the producer's transaction state machine is (READY, ABORTABLE_ERROR, ...)."""
     state: TransactionState = producer._txn_manager.state
     return state
+
+
+# -- a client's OAUTHBEARER token provider ----------------------------------------------------
+
+
+def oauth_token_provider(client: object) -> AbstractTokenProvider | None:
+    """The token provider ``client`` (an AIOKafkaConsumer or AIOKafkaProducer) was built
+    with, else None (another mechanism, or not an aiokafka client)."""
+    inner = getattr(client, "_client", None) or getattr(client, "client", None)
+    provider = getattr(inner, "_sasl_oauth_token_provider", None)
+    return provider if isinstance(provider, AbstractTokenProvider) else None
+
+
+# -- a refused OAUTHBEARER token --------------------------------------------------------------
+#
+# RFC 7628 3.2.2: a server that refuses the token answers the client's first message with an
+# error challenge, ``{"status":"invalid_token",...}``, in a SaslAuthenticate response whose
+# error code is 0; the exchange only fails once the client answers it. aiokafka 0.14's
+# OAuthAuthenticator ignores that challenge (its next step returns None), logs "Authenticated
+# via OAUTHBEARER" and sends Metadata on a connection the broker then drops: start() passed
+# with no broker known and every request failed after, with nothing saying why (measured on
+# the test broker with a token signed by a foreign key). The authenticator below reads the
+# challenge and raises ``OAuthTokenRejected``; aiokafka's bootstrap logs it as a connection
+# failure, and ``kafka_errors`` makes it one ``kafka_oauth_failed`` line.
+
+
+class ChallengeAwareOAuthAuthenticator(OAuthAuthenticator):  # type: ignore[misc]
+    """aiokafka's OAUTHBEARER authenticator, failing on the server's error challenge."""
+
+    async def step(self, payload: bytes | None) -> tuple[bytes, bool] | None:
+        if self._token_sent and payload:  # a success is an empty response (RFC 7628 3.2.1)
+            raise OAuthTokenRejected(challenge_status(payload))
+        step: tuple[bytes, bool] | None = await super().step(payload)
+        return step
+
+
+def challenge_status(payload: bytes) -> str:
+    """The ``status`` of an RFC 7628 error challenge (``invalid_token``...), else a summary:
+    never the whole payload, which a server may fill with anything."""
+    try:
+        status = json.loads(payload.decode()).get("status")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return f"an unreadable answer of {len(payload)} bytes"
+    if isinstance(status, str) and status.replace("_", "").isalnum():
+        return status[:40]
+    return "an error challenge without a status"
+
+
+def _challenge_aware_authenticator(connection: AIOKafkaConnection) -> OAuthAuthenticator:
+    return ChallengeAwareOAuthAuthenticator(
+        sasl_oauth_token_provider=connection._sasl_oauth_token_provider)
+
+
+_challenge_aware_authenticator._groundedness_challenge = True  # type: ignore[attr-defined]

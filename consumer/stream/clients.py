@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import ssl
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import ProducerFenced
-from aiokafka.helpers import create_ssl_context
 
 from consumer.errors import ConfigError
 from consumer.settings import Settings
 from consumer.stream import aiokafka_compat
 from consumer.stream.kafka_errors import Refuse, Retry, map_kafka_error
+from consumer.stream.oauth import CachedTokenProvider, ClientCredentialsTokenProvider
 
 log = structlog.get_logger(__name__)
 
@@ -39,13 +42,94 @@ def client_options(settings: Settings, client_id: str) -> dict[str, Any]:
         "security_protocol": settings.kafka_security_protocol,
     }
     if settings.kafka_security_protocol in ("SSL", "SASL_SSL"):
-        options["ssl_context"] = create_ssl_context(cafile=settings.kafka_ssl_cafile)
+        options["ssl_context"] = tls_context(
+            settings.kafka_ssl_cafile, settings.kafka_ssl_certfile, settings.kafka_ssl_keyfile,
+            _secret(settings.kafka_ssl_key_password), settings.kafka_ssl_check_hostname,
+        )
     if settings.kafka_security_protocol.startswith("SASL_"):
-        password = settings.kafka_sasl_password
         options["sasl_mechanism"] = settings.kafka_sasl_mechanism
-        options["sasl_plain_username"] = settings.kafka_sasl_username
-        options["sasl_plain_password"] = password.get_secret_value() if password else None
+        if settings.kafka_sasl_mechanism == "OAUTHBEARER":
+            options["sasl_oauth_token_provider"] = token_provider(
+                settings.kafka_sasl_oauth_provider, settings.kafka_sasl_oauth_token_endpoint_url,
+                settings.kafka_sasl_oauth_client_id,
+                _secret(settings.kafka_sasl_oauth_client_secret),
+                settings.kafka_sasl_oauth_scope, settings.aws_region,
+            )
+        else:
+            options["sasl_plain_username"] = settings.kafka_sasl_username
+            options["sasl_plain_password"] = _secret(settings.kafka_sasl_password)
     return options
+
+
+def _secret(value: Any) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+# Built once per configuration (the cache), not once per client: every client of the process
+# shares the TLS context and the token provider, so the worker holds one token, refreshed once.
+
+
+@functools.lru_cache(maxsize=8)
+def tls_context(cafile: str | None, certfile: str | None, keyfile: str | None,
+                key_password: str | None, check_hostname: bool) -> ssl.SSLContext:
+    """The TLS context: the CA (else the system's), the client certificate chain and key for
+    mutual TLS, hostname verification unless turned off. A file that cannot be loaded is a
+    ConfigError naming its setting."""
+    for setting, path in (("KAFKA_SSL_CAFILE", cafile), ("KAFKA_SSL_CERTFILE", certfile),
+                          ("KAFKA_SSL_KEYFILE", keyfile)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{setting}: {path} does not exist or is not a file")
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile)
+    except ssl.SSLError as exc:
+        raise ConfigError(
+            f"KAFKA_SSL_CAFILE: {cafile} holds no usable PEM certificate ({exc.reason})"
+        ) from None
+    if not check_hostname:
+        context.check_hostname = False  # the chain is still verified (CERT_REQUIRED)
+        log.warning("kafka_ssl_hostname_unchecked", setting="KAFKA_SSL_CHECK_HOSTNAME",
+                    detail="the broker's certificate is not checked against its address")
+    if certfile is not None:
+        _load_client_certificate(context, certfile, keyfile, key_password)
+    return context
+
+
+def _load_client_certificate(context: ssl.SSLContext, certfile: str, keyfile: str | None,
+                             key_password: str | None) -> None:
+    asked: list[bool] = []
+
+    def password() -> str:
+        # Never OpenSSL's default, which would prompt on the terminal for an encrypted key.
+        asked.append(True)
+        return key_password or ""
+
+    try:
+        context.load_cert_chain(certfile, keyfile, password)
+    except ssl.SSLError as exc:
+        reason = str(exc.reason or "")
+        if reason == "KEY_VALUES_MISMATCH":
+            message = f"KAFKA_SSL_KEYFILE does not match the certificate in {certfile}"
+        elif asked and key_password is None:
+            message = "KAFKA_SSL_KEYFILE is encrypted: set KAFKA_SSL_KEY_PASSWORD"
+        elif asked:
+            message = "KAFKA_SSL_KEY_PASSWORD does not decrypt KAFKA_SSL_KEYFILE"
+        else:
+            message = (f"KAFKA_SSL_CERTFILE / KAFKA_SSL_KEYFILE: cannot load the client "
+                       f"certificate and key ({reason or 'not PEM'})")
+        raise ConfigError(message) from None
+
+
+@functools.lru_cache(maxsize=8)
+def token_provider(kind: str, endpoint_url: str | None, client_id: str | None,
+                   client_secret: str | None, scope: str | None,
+                   region: str | None) -> CachedTokenProvider:
+    """The OAUTHBEARER token provider (settings has checked what each kind needs)."""
+    if kind == "aws_msk_iam":
+        from consumer.stream.msk_iam import MskIamTokenProvider  # the optional [msk] extra
+
+        return MskIamTokenProvider(region or "")
+    return ClientCredentialsTokenProvider(endpoint_url or "", client_id or "",
+                                          client_secret or "", scope)
 
 
 def new_producer(
@@ -109,7 +193,20 @@ async def start_client(
 
 async def start_once(client: Startable) -> Retry | None:
     """One ``start()``: None once started, ``Retry`` when no broker answered; a refusal
-    (credentials, TLS) is a ``ConfigError``. Every Kafka client starts through here."""
+    (credentials, TLS, the OAuth token issuer) is a ``ConfigError``. Every Kafka client
+    starts through here."""
+    if (provider := aiokafka_compat.oauth_token_provider(client)) is not None:
+        # The first token before any connection: a refused or unreachable token endpoint is
+        # said as itself, whatever the broker would have said (a cached token costs nothing).
+        try:
+            await provider.token()
+        except Exception as exc:
+            action = map_kafka_error(exc)
+            if isinstance(action, Refuse):
+                raise action.error() from None
+            if isinstance(action, Retry):
+                return action
+            raise
     # aiokafka's start() raises the same KafkaConnectionError("Unable to bootstrap ...") for
     # a refused connection and for a refused login: the cause is only in its log records.
     # Those the map refuses are held back, as the ConfigError says it all.

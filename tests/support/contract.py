@@ -34,6 +34,13 @@ CONTRACT_VARS = frozenset(
         "KAFKA_SASL_USERNAME",
         "KAFKA_SASL_PASSWORD",
         "KAFKA_SSL_CAFILE",
+        "KAFKA_SSL_CERTFILE",
+        "KAFKA_SSL_KEYFILE",
+        "KAFKA_SSL_KEY_PASSWORD",
+        "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL",
+        "KAFKA_SASL_OAUTH_CLIENT_ID",
+        "KAFKA_SASL_OAUTH_CLIENT_SECRET",
+        "KAFKA_SASL_OAUTH_SCOPE",
         "TRACES_FORMAT",
         "TRACE_QUIET_SECONDS",
         "TRACE_MAX_WAIT_SECONDS",
@@ -45,7 +52,10 @@ CONTRACT_VARS = frozenset(
         "JUDGE_CACHE_SIZE",
         "JUDGE_PRICE_INPUT_PER_MILLION",
         "JUDGE_PRICE_OUTPUT_PER_MILLION",
+        "VERDICT_EVENTS",
     }
 )
 # Beyond the contract: the drain time, which the chart ties to the pod's grace period.
 WORKER_VARS = CONTRACT_VARS | {"DRAIN_TIMEOUT_SECONDS"}
+# The OTel SDK's own variables, which the chart sets for VERDICT_EVENTS=otlp (read by the SDK).
+OTEL_SDK_VARS = frozenset({"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"})

@@ -17,7 +17,7 @@ import yaml
 
 from consumer.rules.registry import KNOWN_RULES
 from consumer.settings import load_settings
-from tests.support.contract import WORKER_VARS
+from tests.support.contract import OTEL_SDK_VARS, WORKER_VARS
 from tests.support.helm import (
     CHART,
     FULLNAME,
@@ -30,7 +30,8 @@ from tests.support.helm import (
 
 TMP_MOUNT = "/tmp"  # noqa: S108 - the container's writable emptyDir, not a host path
 
-SECRET_VARS = frozenset({"OPENAI_API_KEY", "KAFKA_SASL_PASSWORD"})
+SECRET_VARS = frozenset({"OPENAI_API_KEY", "KAFKA_SASL_PASSWORD", "KAFKA_SSL_KEY_PASSWORD",
+                         "KAFKA_SASL_OAUTH_CLIENT_SECRET"})
 ALWAYS_CONFIGURED = frozenset(
     {
         "KAFKA_BOOTSTRAP_SERVERS",
@@ -175,6 +176,32 @@ VALID_CASES: dict[str, Values] = {
     },
     # No judge: no key and no threshold asked for, and none referenced.
     "key-less": {"rules": ["missing_citation"]},
+    # Mutual TLS from a Strimzi KafkaUser Secret, its key encrypted.
+    "strimzi-mtls": {
+        "rules": ["missing_citation"],
+        "kafka": {
+            "securityProtocol": "SSL",
+            "tls": {"caSecret": "my-cluster-cluster-ca-cert", "clientSecret": "my-user",
+                    "keyPasswordKey": "user.key.password"},
+        },
+    },
+    # OAUTHBEARER with the client secret in the chart's Secret.
+    "oauth": {
+        "rules": ["missing_citation"],
+        "secrets": {"kafkaSaslOauthClientSecret": "oauth-s3cret-91"},
+        "kafka": {
+            "securityProtocol": "SASL_SSL",
+            "sasl": {"mechanism": "OAUTHBEARER",
+                     "oauth": {"tokenEndpointUrl": "https://sso.example.test/token",
+                               "clientId": "gw", "scope": "kafka"}},
+        },
+    },
+    # Verdicts also as OTel events.
+    "verdict-events": {
+        "minAcceptableScore": 0.5,
+        "verdictEvents": {"exporter": "otlp", "otlpEndpoint": "http://otel-collector:4318",
+                          "serviceName": "gw"},
+    },
     # A key given anyway is left out; the chart's Secret holds only what the pod reads.
     "key-less-sasl": {
         "rules": ["answered_without_tool", "missing_citation"],
@@ -429,7 +456,7 @@ def test_configmap_keys_are_contract_names(
 ) -> None:
     manifests = render(case)
     data = config(manifests)
-    assert set(data) <= WORKER_VARS - SECRET_VARS
+    assert set(data) <= (WORKER_VARS | OTEL_SDK_VARS) - SECRET_VARS
     assert set(data) >= ALWAYS_CONFIGURED
     assert all(isinstance(value, str) for value in data.values())
     for key in INTEGER_VARS & set(data):

@@ -101,6 +101,40 @@ Name of the Secret holding OPENAI_API_KEY / KAFKA_SASL_PASSWORD: existingSecret 
 {{- if has (.Values.kafka.securityProtocol | default "PLAINTEXT") (list "SSL" "SASL_SSL") }}true{{ end }}
 {{- end }}
 
+{{/*
+"true" with SASL OAUTHBEARER: the worker fetches its token with the OAuth client credentials
+(kafka.sasl.oauth.*, the client secret from the Secret) instead of a username and password.
+*/}}
+{{- define "groundedness-worker.kafkaOauth" -}}
+{{- if and (include "groundedness-worker.kafkaSasl" .) (eq (.Values.kafka.sasl.mechanism | default "") "OAUTHBEARER") }}true{{ end }}
+{{- end }}
+
+{{/* "true" with a SASL username and password (PLAIN / SCRAM): KAFKA_SASL_PASSWORD is read. */}}
+{{- define "groundedness-worker.kafkaSaslPassword" -}}
+{{- if and (include "groundedness-worker.kafkaSasl" .) (not (include "groundedness-worker.kafkaOauth" .)) }}true{{ end }}
+{{- end }}
+
+{{/*
+"true" when a client certificate and key (mutual TLS) are mounted from kafka.tls.clientSecret,
+e.g. the Secret Strimzi's User Operator makes for a KafkaUser (user.crt, user.key).
+*/}}
+{{- define "groundedness-worker.kafkaClientCert" -}}
+{{- if .Values.kafka.tls.clientSecret }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the client key is encrypted and its password is read from kafka.tls.clientSecret. */}}
+{{- define "groundedness-worker.kafkaKeyPassword" -}}
+{{- if and (include "groundedness-worker.kafkaClientCert" .) .Values.kafka.tls.keyPasswordKey }}true{{ end }}
+{{- end }}
+
+{{/*
+Fixed in-container location of the client certificate and key (KAFKA_SSL_CERTFILE /
+KAFKA_SSL_KEYFILE): the Secret's keys are mapped to these names whatever they are called in it.
+*/}}
+{{- define "groundedness-worker.kafkaClientDir" -}}/etc/groundedness/kafka-client{{- end }}
+{{- define "groundedness-worker.kafkaCertFile" -}}{{ include "groundedness-worker.kafkaClientDir" . }}/client.crt{{- end }}
+{{- define "groundedness-worker.kafkaKeyFile" -}}{{ include "groundedness-worker.kafkaClientDir" . }}/client.key{{- end }}
+
 {{/* "true" when a CA bundle is mounted from a Secret or a ConfigMap. */}}
 {{- define "groundedness-worker.kafkaCa" -}}
 {{- if or .Values.kafka.tls.caSecret .Values.kafka.tls.caConfigMap }}true{{ end }}
@@ -112,10 +146,10 @@ Name of the Secret holding OPENAI_API_KEY / KAFKA_SASL_PASSWORD: existingSecret 
 
 {{/* KEDA's kafka scaler SASL mode for the worker's KAFKA_SASL_MECHANISM. */}}
 {{- define "groundedness-worker.kedaSaslMode" -}}
-{{- $modes := dict "PLAIN" "plaintext" "SCRAM-SHA-256" "scram_sha256" "SCRAM-SHA-512" "scram_sha512" }}
+{{- $modes := dict "PLAIN" "plaintext" "SCRAM-SHA-256" "scram_sha256" "SCRAM-SHA-512" "scram_sha512" "OAUTHBEARER" "oauthbearer" }}
 {{- $mechanism := .Values.kafka.sasl.mechanism | default "" }}
 {{- if not (hasKey $modes $mechanism) }}
-{{- fail (printf "kafka.sasl.mechanism %q has no KEDA kafka scaler equivalent (use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)" $mechanism) }}
+{{- fail (printf "kafka.sasl.mechanism %q has no KEDA kafka scaler equivalent (use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)" $mechanism) }}
 {{- end }}
 {{- get $modes $mechanism }}
 {{- end }}
@@ -192,23 +226,70 @@ render (install, upgrade, template, lint) fails early with one clear message.
 {{- if and .Values.autoscaling.enabled (gt (int64 .Values.autoscaling.minReplicas) (int64 .Values.autoscaling.maxReplicas)) }}
 {{- fail (printf "autoscaling.minReplicas (%d) must not exceed autoscaling.maxReplicas (%d)" (int64 .Values.autoscaling.minReplicas) (int64 .Values.autoscaling.maxReplicas)) }}
 {{- end }}
-{{- if include "groundedness-worker.kafkaSasl" . }}
-{{- if not .Values.kafka.sasl.mechanism }}
-{{- fail (printf "kafka.securityProtocol is %s: set kafka.sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)" .Values.kafka.securityProtocol) }}
+{{- include "groundedness-worker.validateKafkaSecurity" . }}
 {{- end }}
-{{- if not .Values.kafka.sasl.username }}
-{{- fail (printf "kafka.securityProtocol is %s: set kafka.sasl.username" .Values.kafka.securityProtocol) }}
+
+{{/*
+The Kafka security checks (SASL, OAUTHBEARER, TLS, mutual TLS), part of the validation above:
+what values.schema.json cannot say (it sees one block at a time and no chart defaults), and
+everything again for `--skip-schema-validation`.
+*/}}
+{{- define "groundedness-worker.validateKafkaSecurity" -}}
+{{- $protocol := .Values.kafka.securityProtocol | default "PLAINTEXT" }}
+{{- $sasl := .Values.kafka.sasl }}
+{{- $oauth := $sasl.oauth | default dict }}
+{{- $tls := .Values.kafka.tls }}
+{{- if include "groundedness-worker.kafkaSasl" . }}
+{{- if not $sasl.mechanism }}
+{{- fail (printf "kafka.securityProtocol is %s: set kafka.sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)" $protocol) }}
+{{- end }}
+{{- if include "groundedness-worker.kafkaOauth" . }}
+{{- if $sasl.username }}
+{{- fail "kafka.sasl.username is not used with OAUTHBEARER: the worker authenticates as the OAuth client, kafka.sasl.oauth.clientId" }}
+{{- end }}
+{{- if not $oauth.tokenEndpointUrl }}
+{{- fail "kafka.sasl.mechanism is OAUTHBEARER: set kafka.sasl.oauth.tokenEndpointUrl (the OAuth token endpoint, KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL)" }}
+{{- end }}
+{{- if not (regexMatch "^https?://" $oauth.tokenEndpointUrl) }}
+{{- fail (printf "kafka.sasl.oauth.tokenEndpointUrl must be an http(s) URL, got %q" $oauth.tokenEndpointUrl) }}
+{{- end }}
+{{- if not $oauth.clientId }}
+{{- fail "kafka.sasl.mechanism is OAUTHBEARER: set kafka.sasl.oauth.clientId (KAFKA_SASL_OAUTH_CLIENT_ID)" }}
+{{- end }}
+{{- if and (not .Values.existingSecret) (not .Values.secrets.kafkaSaslOauthClientSecret) }}
+{{- fail (printf "kafka.sasl.mechanism is OAUTHBEARER: set secrets.kafkaSaslOauthClientSecret or existingSecret (key %s)" .Values.secretKeys.kafkaSaslOauthClientSecret) }}
+{{- end }}
+{{- else }}
+{{- if not $sasl.username }}
+{{- fail (printf "kafka.securityProtocol is %s: set kafka.sasl.username" $protocol) }}
 {{- end }}
 {{- if and (not .Values.existingSecret) (not .Values.secrets.kafkaSaslPassword) }}
-{{- fail (printf "kafka.securityProtocol is %s: set secrets.kafkaSaslPassword or existingSecret (key %s)" .Values.kafka.securityProtocol .Values.secretKeys.kafkaSaslPassword) }}
+{{- fail (printf "kafka.securityProtocol is %s: set secrets.kafkaSaslPassword or existingSecret (key %s)" $protocol .Values.secretKeys.kafkaSaslPassword) }}
 {{- end }}
-{{- else if or .Values.kafka.sasl.mechanism .Values.kafka.sasl.username }}
-{{- fail (printf "kafka.sasl.* is set but kafka.securityProtocol is %s: use SASL_SSL or SASL_PLAINTEXT" (.Values.kafka.securityProtocol | default "PLAINTEXT")) }}
 {{- end }}
-{{- if and .Values.kafka.tls.caSecret .Values.kafka.tls.caConfigMap }}
+{{- else if or $sasl.mechanism $sasl.username }}
+{{- fail (printf "kafka.sasl.* is set but kafka.securityProtocol is %s: use SASL_SSL or SASL_PLAINTEXT" $protocol) }}
+{{- end }}
+{{- if and (not (include "groundedness-worker.kafkaOauth" .)) (or $oauth.tokenEndpointUrl $oauth.clientId $oauth.scope) }}
+{{- fail (printf "kafka.sasl.oauth.* is set but kafka.sasl.mechanism is %q: the OAuth client is used only with OAUTHBEARER (and kafka.securityProtocol SASL_SSL or SASL_PLAINTEXT)" ($sasl.mechanism | default "")) }}
+{{- end }}
+{{- if and $tls.caSecret $tls.caConfigMap }}
 {{- fail "set only one of kafka.tls.caSecret and kafka.tls.caConfigMap" }}
 {{- end }}
 {{- if and (include "groundedness-worker.kafkaCa" .) (not (include "groundedness-worker.kafkaTls" .)) }}
-{{- fail (printf "a Kafka CA is configured (kafka.tls.caSecret / caConfigMap) but kafka.securityProtocol is %s: use SSL or SASL_SSL" (.Values.kafka.securityProtocol | default "PLAINTEXT")) }}
+{{- fail (printf "a Kafka CA is configured (kafka.tls.caSecret / caConfigMap) but kafka.securityProtocol is %s: use SSL or SASL_SSL" $protocol) }}
+{{- end }}
+{{- if and (include "groundedness-worker.kafkaClientCert" .) (not (include "groundedness-worker.kafkaTls" .)) }}
+{{- fail (printf "a client certificate is configured (kafka.tls.clientSecret) but kafka.securityProtocol is %s: use SSL or SASL_SSL" $protocol) }}
+{{- end }}
+{{- if include "groundedness-worker.kafkaClientCert" . }}
+{{- if not $tls.certKey }}
+{{- fail "kafka.tls.clientSecret is set without kafka.tls.certKey: a client key needs its certificate (Strimzi's key is user.crt)" }}
+{{- end }}
+{{- if not $tls.keyKey }}
+{{- fail "kafka.tls.clientSecret is set without kafka.tls.keyKey: a client certificate needs its key (Strimzi's key is user.key)" }}
+{{- end }}
+{{- else if $tls.keyPasswordKey }}
+{{- fail "kafka.tls.keyPasswordKey is set without kafka.tls.clientSecret: a key password needs the client certificate and key it unlocks" }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,426 @@
+"""TLS for the Kafka clients, without a broker: what a user meets when a certificate is wrong.
+
+Certificates are made for each run (the ``cryptography`` package): a CA, a broker certificate
+for 127.0.0.1, an expired one, one from a foreign CA, client certificates. The broker is a
+real TLS server on loopback (``TlsServer``: Python's ssl on a blocking socket, so its alerts
+reach the client as a Java broker's do) and a real ``AIOKafkaConsumer`` starts against it
+through ``start_once``: every handshake failure happens before any Kafka byte, so each must
+come out as one ``kafka_tls_failed`` line naming its cause. The files themselves are checked
+when the TLS context is built: a missing file, a key that does not match its certificate, a
+wrong key password each give one line naming the setting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import ipaddress
+import logging
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from consumer.errors import ConfigError
+from consumer.settings import Settings, load_settings
+from consumer.stream import aiokafka_compat
+from consumer.stream.clients import client_options, start_once, tls_context
+from consumer.stream.kafka_errors import Retry
+from consumer.stream.oauth import ClientCredentialsTokenProvider
+from tests.support.logs import collected_records
+
+KEY_PASSWORD = "key-Pass-Secret-93"
+Key = ec.EllipticCurvePrivateKey
+
+
+# -- certificates ------------------------------------------------------------------------------
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def make_ca(common_name: str) -> tuple[Key, x509.Certificate]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(_name(common_name))
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(
+            digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+            key_encipherment=False, data_encipherment=False, key_agreement=False,
+            encipher_only=False, decipher_only=False), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def issue(ca: tuple[Key, x509.Certificate], common_name: str, *, client: bool = False,
+          expired: bool = False) -> tuple[Key, x509.Certificate]:
+    """A leaf certificate: a broker's names 127.0.0.1 and broker.test; a client's names none."""
+    ca_key, ca_cert = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    start, end = now - dt.timedelta(days=1), now + dt.timedelta(days=1)
+    if expired:
+        start, end = now - dt.timedelta(days=3), now - dt.timedelta(days=1)
+    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+    builder = (
+        x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(ca_cert.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(start).not_valid_after(end)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    )
+    if not client:
+        builder = builder.add_extension(x509.SubjectAlternativeName([
+            x509.DNSName("broker.test"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False)
+    return key, builder.sign(ca_key, hashes.SHA256())
+
+
+def write_cert(path: Path, cert: x509.Certificate) -> str:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return str(path)
+
+
+def write_key(path: Path, key: Key, password: str | None = None) -> str:
+    encryption: serialization.KeySerializationEncryption = serialization.NoEncryption()
+    if password:
+        encryption = serialization.BestAvailableEncryption(password.encode())
+    path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption))
+    return str(path)
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Files of one run: the CA the worker trusts, broker and client certificates."""
+
+    dir: Path
+    ca: tuple[Key, x509.Certificate]
+    cafile: str
+    client_cert: str
+    client_key: str  # encrypted with KEY_PASSWORD
+    foreign_client_cert: str  # signed by a CA the broker does not trust
+    foreign_client_key: str
+
+    def leaf(self, name: str, *, expired: bool = False,
+             ca: tuple[Key, x509.Certificate] | None = None) -> tuple[str, str]:
+        key, cert = issue(ca or self.ca, "broker", expired=expired)
+        return write_cert(self.dir / f"{name}.crt", cert), write_key(self.dir / f"{name}.key", key)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    directory = tmp_path_factory.mktemp("pki")
+    ca, foreign = make_ca("Test CA"), make_ca("Foreign CA")
+    client_key, client_cert = issue(ca, "worker", client=True)
+    foreign_key, foreign_cert = issue(foreign, "worker", client=True)
+    return Pki(
+        dir=directory, ca=ca, cafile=write_cert(directory / "ca.crt", ca[1]),
+        client_cert=write_cert(directory / "client.crt", client_cert),
+        client_key=write_key(directory / "client.key", client_key, KEY_PASSWORD),
+        foreign_client_cert=write_cert(directory / "foreign.crt", foreign_cert),
+        foreign_client_key=write_key(directory / "foreign.key", foreign_key),
+    )
+
+
+# -- a TLS server on loopback ------------------------------------------------------------------
+
+
+class TlsServer:
+    """Accepts TLS on 127.0.0.1 (a thread; blocking sockets, so a refusal sends its alert)
+    and closes each connection after the handshake: no Kafka behind it."""
+
+    def __init__(self, certfile: str, keyfile: str, client_cafile: str | None = None) -> None:
+        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._context.load_cert_chain(certfile, keyfile)
+        if client_cafile is not None:  # mutual TLS
+            self._context.verify_mode = ssl.CERT_REQUIRED
+            self._context.load_verify_locations(client_cafile)
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        self.handshakes = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._socket.accept()
+            except OSError:
+                return  # closed
+            conn.settimeout(5)
+            tls = self._context.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+            try:
+                tls.do_handshake()
+                self.handshakes += 1
+                tls.recv(64)
+                tls.close()
+            except OSError:  # the handshake failed, its alert sent: the client says why
+                _close_gently(socket.socket(fileno=tls.detach()))
+
+    def close(self) -> None:
+        self._socket.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        self._socket.close()
+        self._thread.join(timeout=5)
+
+
+def _close_gently(conn: socket.socket) -> None:
+    """Close after reading what the client sent: closing with unread bytes would send a TCP
+    reset, which can overtake the TLS alert (the client would see a bare reset)."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+        while conn.recv(4096):
+            pass
+    conn.close()
+
+
+@pytest.fixture
+def serve(pki: Pki) -> Iterator[Any]:
+    servers: list[TlsServer] = []
+
+    def start(name: str = "broker", *, expired: bool = False, foreign_ca: bool = False,
+              mutual: bool = False) -> TlsServer:
+        ca = make_ca("Rogue CA") if foreign_ca else None
+        certfile, keyfile = pki.leaf(name, expired=expired, ca=ca)
+        servers.append(TlsServer(certfile, keyfile, pki.cafile if mutual else None))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+async def start_against(server: TlsServer, pki: Pki, host: str = "127.0.0.1",
+                        **settings: Any) -> Retry | None:
+    """``start_once`` on a real consumer with the worker's options, pointed at ``server``."""
+    options = client_options(Settings(
+        kafka_security_protocol="SSL", kafka_ssl_cafile=pki.cafile, **settings), "tls-test")
+    consumer = AIOKafkaConsumer(**{**options, "bootstrap_servers": f"{host}:{server.port}"})
+    try:
+        return await start_once(consumer)
+    finally:
+        await consumer.stop()
+
+
+# -- failures at connect: one line, naming the cause --------------------------------------------
+
+
+async def test_a_broker_certificate_from_an_unknown_ca_is_refused(serve: Any, pki: Pki) -> None:
+    with pytest.raises(ConfigError) as refused:
+        await start_against(serve(foreign_ca=True), pki)
+    message = str(refused.value)
+    assert message.startswith("kafka_tls_failed: the broker 127.0.0.1:")
+    assert "unknown CA" in message
+    assert "KAFKA_SSL_CAFILE" in message
+    assert "\n" not in message
+
+
+async def test_a_broker_certificate_for_another_name_is_refused(serve: Any, pki: Pki) -> None:
+    # The certificate names 127.0.0.1 and broker.test, not localhost.
+    with pytest.raises(ConfigError) as refused:
+        await start_against(serve(), pki, host="localhost")
+    assert "hostname mismatch" in str(refused.value)
+    assert "KAFKA_BOOTSTRAP_SERVERS" in str(refused.value)
+
+
+async def test_without_hostname_verification_the_same_certificate_passes(
+    serve: Any, pki: Pki,
+) -> None:
+    server = serve()
+    # No Kafka behind the handshake: "unreachable" is what comes after a handshake that passed.
+    outcome = await start_against(server, pki, host="localhost", kafka_ssl_check_hostname=False)
+    assert isinstance(outcome, Retry)
+    assert server.handshakes >= 1
+
+
+async def test_an_expired_broker_certificate_is_refused(serve: Any, pki: Pki) -> None:
+    with pytest.raises(ConfigError) as refused:
+        await start_against(serve(expired=True), pki)
+    assert "certificate has expired" in str(refused.value)
+
+
+async def test_a_broker_requiring_a_client_certificate_says_so(serve: Any, pki: Pki) -> None:
+    with pytest.raises(ConfigError) as refused:
+        await start_against(serve(mutual=True), pki)
+    assert "requires a client certificate" in str(refused.value)
+    assert "KAFKA_SSL_CERTFILE" in str(refused.value)
+
+
+async def test_a_client_certificate_the_broker_does_not_trust_is_refused(
+    serve: Any, pki: Pki,
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        await start_against(serve(mutual=True), pki, kafka_ssl_certfile=pki.foreign_client_cert,
+                            kafka_ssl_keyfile=pki.foreign_client_key)
+    message = str(refused.value)
+    assert "refused the client certificate" in message
+    assert "KAFKA_SSL_KEYFILE" in message
+
+
+async def test_mutual_tls_with_the_right_certificate_and_key_password_passes(
+    serve: Any, pki: Pki,
+) -> None:
+    server = serve(mutual=True)
+    outcome = await start_against(server, pki, kafka_ssl_certfile=pki.client_cert,
+                                  kafka_ssl_keyfile=pki.client_key,
+                                  kafka_ssl_key_password=KEY_PASSWORD)
+    assert isinstance(outcome, Retry), "the handshake passed; no Kafka behind it"
+    assert server.handshakes >= 1
+
+
+# -- failures at load: one line naming the setting -----------------------------------------------
+
+
+def test_a_missing_ca_file_names_its_setting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^KAFKA_SSL_CAFILE: .*missing\.crt does not exist"):
+        tls_context(str(tmp_path / "missing.crt"), None, None, None, True)
+
+
+def test_a_ca_file_that_is_not_pem_names_its_setting(tmp_path: Path) -> None:
+    garbage = tmp_path / "ca.crt"
+    garbage.write_text("not a certificate\n")
+    with pytest.raises(ConfigError, match=r"^KAFKA_SSL_CAFILE: .* holds no usable PEM"):
+        tls_context(str(garbage), None, None, None, True)
+
+
+def test_a_missing_client_key_names_its_setting(pki: Pki, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^KAFKA_SSL_KEYFILE: "):
+        tls_context(pki.cafile, pki.client_cert, str(tmp_path / "gone.key"), None, True)
+
+
+def test_a_key_that_does_not_match_its_certificate_is_refused(pki: Pki) -> None:
+    with pytest.raises(ConfigError, match=r"^KAFKA_SSL_KEYFILE does not match the certificate"):
+        tls_context(pki.cafile, pki.client_cert, pki.foreign_client_key, None, True)
+
+
+def test_a_wrong_key_password_is_refused_without_echoing_it(pki: Pki) -> None:
+    with pytest.raises(ConfigError) as refused:
+        tls_context(pki.cafile, pki.client_cert, pki.client_key, "not-the-password", True)
+    assert str(refused.value) == "KAFKA_SSL_KEY_PASSWORD does not decrypt KAFKA_SSL_KEYFILE"
+
+
+def test_an_encrypted_key_without_a_password_asks_for_the_setting_not_the_terminal(
+    pki: Pki,
+) -> None:
+    with pytest.raises(ConfigError, match=r"^KAFKA_SSL_KEYFILE is encrypted: set KAFKA_SSL_KEY"):
+        tls_context(pki.cafile, pki.client_cert, pki.client_key, None, True)
+
+
+def test_hostname_verification_is_on_by_default_and_its_absence_is_a_warning(pki: Pki) -> None:
+    assert Settings().kafka_ssl_check_hostname is True
+    assert tls_context(pki.cafile, None, None, None, True).check_hostname is True
+    with structlog.testing.capture_logs() as logs:
+        unchecked = tls_context(pki.cafile, None, None, "unused", False)
+    assert unchecked.check_hostname is False
+    assert unchecked.verify_mode == ssl.CERT_REQUIRED, "the chain is still verified"
+    assert [log["event"] for log in logs] == ["kafka_ssl_hostname_unchecked"]
+
+
+async def test_every_client_shares_one_tls_context_and_one_token_provider(pki: Pki) -> None:
+    settings = Settings(
+        kafka_security_protocol="SASL_SSL", kafka_ssl_cafile=pki.cafile,
+        kafka_sasl_mechanism="OAUTHBEARER",
+        kafka_sasl_oauth_token_endpoint_url="http://127.0.0.1:9/token",
+        kafka_sasl_oauth_client_id="worker", kafka_sasl_oauth_client_secret="s3cret")
+    first, second = client_options(settings, "a"), client_options(settings, "b")
+    assert first["ssl_context"] is second["ssl_context"]
+    provider = first["sasl_oauth_token_provider"]
+    assert isinstance(provider, ClientCredentialsTokenProvider)
+    assert provider is second["sasl_oauth_token_provider"]
+    assert "sasl_plain_password" not in first
+    # aiokafka_compat reaches it on both kinds of client (start_once fetches the first token).
+    consumer, producer = AIOKafkaConsumer(**first), AIOKafkaProducer(**second)
+    try:
+        assert aiokafka_compat.oauth_token_provider(consumer) is provider
+        assert aiokafka_compat.oauth_token_provider(producer) is provider
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+# -- inconsistent settings: one line at start --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "line"),
+    [
+        pytest.param({"kafka_ssl_keyfile": "user.key"},
+                     "KAFKA_SSL_KEYFILE is set without KAFKA_SSL_CERTFILE: set both", id="key"),
+        pytest.param({"kafka_ssl_key_password": "pw"},
+                     "KAFKA_SSL_KEY_PASSWORD is set without KAFKA_SSL_KEYFILE or "
+                     "KAFKA_SSL_CERTFILE", id="key-password"),
+        pytest.param({"kafka_security_protocol": "SASL_SSL", "kafka_sasl_mechanism": "oauthbearer",
+                      "kafka_sasl_oauth_client_id": "worker"},
+                     "KAFKA_SASL_MECHANISM is OAUTHBEARER, so KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL,"
+                     " KAFKA_SASL_OAUTH_CLIENT_ID and KAFKA_SASL_OAUTH_CLIENT_SECRET are all "
+                     "required", id="oauth-endpoint"),
+        pytest.param({"kafka_security_protocol": "SASL_SSL",
+                      "kafka_sasl_mechanism": "SCRAM-SHA-512", "kafka_sasl_username": "u"},
+                     "KAFKA_SASL_MECHANISM is SCRAM-SHA-512, so KAFKA_SASL_USERNAME and "
+                     "KAFKA_SASL_PASSWORD are both required", id="scram-password"),
+        pytest.param({"kafka_security_protocol": "SASL_SSL", "kafka_sasl_mechanism": "OAUTHBEARER",
+                      "kafka_sasl_oauth_provider": "aws_msk_iam"},
+                     "KAFKA_SASL_OAUTH_PROVIDER is aws_msk_iam, so AWS_REGION is required",
+                     id="msk-region"),
+    ],
+)
+def test_an_inconsistent_combination_is_one_line(
+    settings: dict[str, str], line: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError) as refused:
+        load_settings(require_threshold=False, **settings)
+    assert str(refused.value) == line
+
+
+def test_oauthbearer_needs_no_username_and_msk_needs_no_client_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    settings = load_settings(require_threshold=False, kafka_security_protocol="SASL_SSL",
+                             kafka_sasl_mechanism="OAUTHBEARER",
+                             kafka_sasl_oauth_provider="aws_msk_iam")
+    assert settings.aws_region == "eu-west-1"
+
+
+def test_the_new_secrets_are_redacted_everywhere() -> None:
+    settings = Settings(kafka_ssl_key_password="kp-1", kafka_ssl_certfile="c",
+                        kafka_sasl_oauth_client_secret="cs-2")
+    assert {"kp-1", "cs-2"} <= set(settings.secrets())
+    assert "kp-1" not in repr(settings)
+    assert "cs-2" not in repr(settings)
+
+
+async def test_a_refused_handshake_leaves_no_aiokafka_log_line(serve: Any, pki: Pki) -> None:
+    """The refusal is said once, by the ConfigError: aiokafka's record of it is held back."""
+    with collected_records(aiokafka_compat.CLIENT_LOGGER) as records, pytest.raises(ConfigError):
+        await start_against(serve(expired=True), pki)
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
+
+
+def test_blank_values_as_a_chart_renders_them_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE", "KAFKA_SSL_KEY_PASSWORD",
+                 "KAFKA_SSL_CHECK_HOSTNAME", "KAFKA_SASL_OAUTH_PROVIDER",
+                 "KAFKA_SASL_OAUTH_CLIENT_SECRET", "KAFKA_SASL_OAUTH_SCOPE"):
+        monkeypatch.setenv(name, "")
+    settings = load_settings(require_threshold=False)
+    assert settings.kafka_ssl_key_password is None
+    assert settings.kafka_ssl_certfile is None
+    assert settings.kafka_ssl_check_hostname is True
+    assert settings.kafka_sasl_oauth_provider == "client_credentials"
