@@ -5,10 +5,16 @@ Texts are often cut to a length before they reach us (an error message to 300 ch
 which can leave the head of a secret at the end: that fragment is redacted too, for secrets
 of 8 characters or more. A shorter secret (a SASL password ``admin``) is redacted only whole:
 its head is an ordinary word, and cutting every text that ends in it would eat log lines.
+
+A text can also quote a secret's long random part without the rest: a judge that splits an
+answer into words quotes ``2184db7b14a4d049fda2fd98`` out of ``sk-oc15-2184db7b14a4d049fda2fd98``.
+So the parts of a secret between its punctuation, when 12 characters or longer (too long to be
+an ordinary word), are secrets of their own.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 REDACTED = "[REDACTED]"
@@ -16,11 +22,22 @@ REDACTED = "[REDACTED]"
 MIN_FRAGMENT_CHARS = 4
 # Only a secret this long has its head at the end of a text redacted.
 MIN_FRAGMENTED_SECRET_CHARS = 8
+# A part of a secret between its punctuation this long is a secret of its own.
+MIN_SECRET_PART_CHARS = 12
+_PUNCTUATION = re.compile(r"[^0-9A-Za-z]+")
 
 
 def known_secrets(values: Iterable[str | None]) -> tuple[str, ...]:
-    """The non-empty secrets, each once, longest first (so one inside another goes whole)."""
-    return tuple(sorted({value for value in values if value}, key=len, reverse=True))
+    """The non-empty secrets and their long parts, each once, longest first (so one inside
+    another goes whole)."""
+    secrets = {value for value in values if value}
+    parts = {
+        part
+        for secret in secrets
+        for part in _PUNCTUATION.split(secret)
+        if len(part) >= MIN_SECRET_PART_CHARS
+    }
+    return tuple(sorted(secrets | parts, key=len, reverse=True))
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:

@@ -63,3 +63,17 @@ def test_a_short_secret_is_redacted_only_whole(text: str, expected: str) -> None
 
 def test_a_head_of_an_8_character_secret_is_redacted() -> None:
     assert redact("ends with pass", known_secrets(["passw0rd"])) == f"ends with {REDACTED}"
+
+
+def test_a_long_part_of_a_secret_quoted_alone_is_redacted() -> None:
+    # A judge that splits an answer into words quotes the key's random part without its prefix.
+    secrets = known_secrets(["sk-oc15-2184db7b14a4d049fda2fd98"])
+    reason = "Numbers not found in the documents: 2050, 2184db7b14a4d049fda2fd98, oc15."
+    assert redact(reason, secrets) == f"Numbers not found in the documents: 2050, {REDACTED}, oc15."
+
+
+def test_short_parts_of_a_secret_are_left_alone() -> None:
+    # "correct", "horse": ordinary words, never redacted alone.
+    secrets = known_secrets(["correct-horse-battery-staple"])
+    assert secrets == ("correct-horse-battery-staple",)
+    assert redact("correct: a horse and a battery", secrets) == "correct: a horse and a battery"

@@ -139,6 +139,26 @@ def test_a_verdict_from_spans_carries_its_origin() -> None:
     assert failed.assembly == Assembly(spans=4, root_seen=True, closed_by="quiet")
 
 
+@pytest.mark.parametrize(
+    ("trace_id", "carried"),
+    [
+        pytest.param("4bf92f3577b34da6a3ce929d0e0e4736", True, id="otel-trace-id"),
+        pytest.param("4BF92F3577B34DA6A3CE929D0E0E4736", True, id="upper-case"),
+        pytest.param("0" * 32, False, id="all-zero-is-no-otel-id"),
+        pytest.param("trace-1", False, id="not-an-otel-id"),
+    ],
+)
+def test_a_trace_json_span_id_is_carried_beside_an_otel_trace_id_only(
+    trace_id: str, carried: bool
+) -> None:
+    # Beside any other trace id the span id names no OTel span: the verdict says nothing.
+    trace = TraceEvent(trace_id=trace_id, span_id="00f067aa0ba902b7", output="answer")
+    verdict = judged(trace, Answered(JudgeAnswer(score=4, reason="ok"), None, 7, 1), ctx(0.5))
+    assert verdict.span_id == ("00f067aa0ba902b7" if carried else None)
+    assert set(json.loads(verdict.model_dump_json())) & FROM_SPANS == (
+        {"span_id"} if carried else set())
+
+
 def test_unknown_project_and_session_are_left_out() -> None:
     origin = TraceOrigin(span_id="00f067aa0ba902b7", project_id=None, session_id=None,
                          context_source="llm_input", spans=1, root_seen=False,
