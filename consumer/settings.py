@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 from pydantic import (
     AliasChoices,
@@ -33,8 +34,12 @@ SCORE_ABOVE_ONE = "Minimum acceptable score cannot exceed 1."
 SCORE_BELOW_ZERO = "Minimum acceptable score cannot be below 0."
 SECRET_FIELDS = frozenset({
     "openai_api_key", "kafka_sasl_password", "kafka_ssl_key_password",
-    "kafka_sasl_oauth_client_secret",
+    "kafka_sasl_oauth_client_secret", "otel_exporter_otlp_headers",
+    "otel_exporter_otlp_logs_headers",
 })
+# A header value shorter than this is not redacted (``x-tenant=prod`` would cut every "prod"
+# out of the logs).
+MIN_HEADER_SECRET_CHARS = 8
 
 ContextField = Literal["retrieved_documents", "input", "expected_output"]
 TracesFormat = Literal["trace_json", "otlp_proto", "otlp_json"]
@@ -90,6 +95,10 @@ class Settings(BaseSettings):
     # Verdicts as OTel gen_ai.evaluation.result events (consumer/events): none or otlp, to the
     # endpoint of the standard OTEL_EXPORTER_OTLP_* variables, which the OTel SDK reads itself.
     verdict_events: Literal["none", "otlp"] = "none"
+    # Read here only to be redacted: the SDK reads them itself, and logs a part it cannot
+    # parse (``Header format invalid! ...: authorization="Bearer <key>"``) in full.
+    otel_exporter_otlp_headers: SecretStr | None = None
+    otel_exporter_otlp_logs_headers: SecretStr | None = None
 
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
         "PLAINTEXT"
@@ -290,7 +299,11 @@ class Settings(BaseSettings):
         """The secret values in force, for redaction."""
         values = [self.openai_api_key, self.kafka_sasl_password, self.kafka_ssl_key_password,
                   self.kafka_sasl_oauth_client_secret]
-        return [v.get_secret_value() for v in values if v and v.get_secret_value()]
+        secrets = [v.get_secret_value() for v in values if v and v.get_secret_value()]
+        for headers in (self.otel_exporter_otlp_headers, self.otel_exporter_otlp_logs_headers):
+            if headers is not None:
+                secrets.extend(header_secrets(headers.get_secret_value()))
+        return secrets
 
     def require_api_key(self) -> str:
         """The judge's API key, or a ConfigError naming ``OPENAI_API_KEY``."""
@@ -300,6 +313,21 @@ class Settings(BaseSettings):
                 "(set it to your judge endpoint's key)"
             )
         return self.openai_api_key.get_secret_value()
+
+
+def header_secrets(headers: str) -> list[str]:
+    """What of an ``OTEL_EXPORTER_OTLP_*HEADERS`` value must not be logged: each ``name=value``
+    part's value as written, unquoted and URL-decoded, and its last word (the key of
+    ``Bearer <key>``); a part without ``=`` (a key with a comma in it, cut by the SDK's split)
+    whole. Not the names: redaction also cuts a secret's long words out (``known_secrets``),
+    and ``authorization`` is one. Pieces shorter than ``MIN_HEADER_SECRET_CHARS`` are left."""
+    pieces = []
+    for part in headers.split(","):
+        value = part.split("=", 1)[1] if "=" in part else part
+        for form in (value, value.strip().strip("\"'"), unquote(value).strip().strip("\"'")):
+            pieces.append(form.strip())
+            pieces.extend(form.split()[-1:])
+    return list(dict.fromkeys(piece for piece in pieces if len(piece) >= MIN_HEADER_SECRET_CHARS))
 
 
 def load_settings(*, require_threshold: bool = True, **overrides: Any) -> Settings:

@@ -39,7 +39,7 @@ from consumer.telemetry.assembly import AssemblyLimits
 if TYPE_CHECKING:  # the classes only: their constructors are in stream/clients.py
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    from consumer.events.sink import VerdictEvents
+    from consumer.events.sink import Emitter, VerdictEvents
 
 log = structlog.get_logger(__name__)
 
@@ -248,8 +248,9 @@ def verdict_events(settings: Settings) -> VerdictEvents | None:
     return otlp_events()
 
 
-def with_events(sink: VerdictSink, events: VerdictEvents | None) -> VerdictSink:
-    """``sink``, emitting each verdict's event once published when there are events."""
+def with_events(sink: VerdictSink, events: Emitter | None) -> VerdictSink:
+    """``sink``, emitting each verdict's event once the verdict is on its topic when there
+    are events: acknowledged (at least once) or its transaction committed (exactly once)."""
     if events is None:
         return sink
     from consumer.events.sink import EventingSink

@@ -16,6 +16,7 @@ to its trace. Every text here is the verdict's, already redacted of known secret
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from opentelemetry.context import Context
 from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
@@ -69,6 +70,15 @@ def event_attributes(verdict: VerdictEvent) -> dict[str, AttributeValue]:
     if verdict.unsupported_claims:
         attributes[UNSUPPORTED_CLAIMS] = list(verdict.unsupported_claims)
     return attributes
+
+
+def event_time_ns(verdict: VerdictEvent) -> int | None:
+    """When the verdict was made (``evaluated_at``), in ns since the epoch: the event's time,
+    so a backend orders it by the judging, not by when the collector received it."""
+    try:
+        return int(datetime.fromisoformat(verdict.evaluated_at).timestamp() * 1_000_000) * 1000
+    except ValueError:  # no time rather than a wrong one: the SDK then sets none
+        return None
 
 
 def otel_ids(verdict: VerdictEvent) -> tuple[int, int] | None:

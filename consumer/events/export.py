@@ -5,8 +5,9 @@ The SDK's own ``BatchLogRecordProcessor`` also drops when full, but silently; th
 does the same job and counts every event that does not reach the exporter's endpoint in
 ``groundedness_verdict_events_dropped_total``: one that finds the queue full, one in a batch
 the exporter could not send (the endpoint down, slow past ``OTEL_EXPORTER_OTLP_TIMEOUT``, or
-refusing), one still queued when ``close`` runs out of time. One thread exports, a batch at a
-time, whatever is queued; a down endpoint only fills the queue, never slows judging.
+refusing), one still queued or in a request still waiting when ``close`` runs out of time.
+One thread exports, a batch at a time, whatever is queued; a down endpoint only fills the
+queue, never slows judging.
 
 The exporter is OTLP over HTTP (protobuf), configured by the SDK itself from the standard
 ``OTEL_EXPORTER_OTLP_*`` variables; the resource from ``OTEL_SERVICE_NAME`` and
@@ -51,6 +52,11 @@ class BoundedExport(LogRecordProcessor):
         self._max_batch = max_batch
         self._queue: queue.Queue[ReadableLogRecord] = queue.Queue(max_queue)
         self._closing = threading.Event()
+        # The batch the exporter holds, for ``close`` to count if its request outlives it;
+        # ``_abandoned`` then tells the export, should it return later, not to count it again.
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._abandoned = False
         self._thread = threading.Thread(target=self._run, name="verdict-events", daemon=True)
         self._thread.start()
 
@@ -87,8 +93,9 @@ class BoundedExport(LogRecordProcessor):
 
     def close(self, timeout_s: float) -> None:
         """Export what is queued for up to ``timeout_s``, then give up: the exporter is shut
-        (ending its retries) and whatever is left is counted dropped. Blocks for at most
-        ``timeout_s + SHUTDOWN_GRACE_S``; idempotent."""
+        (ending its retries) and whatever is left is counted dropped: queued, or in a request
+        still waiting on its timeout. Blocks for at most ``timeout_s + SHUTDOWN_GRACE_S``;
+        idempotent."""
         if self._closing.is_set():
             return
         self._closing.set()
@@ -97,7 +104,7 @@ class BoundedExport(LogRecordProcessor):
         # Shut, the exporter abandons its retries: the batch it held fails (and is counted)
         # at once, unless a request is still waiting on its timeout (the thread is a daemon).
         self._thread.join(SHUTDOWN_GRACE_S)
-        left = self._discard()
+        left = self._abandon() + self._discard()
         if left:
             log.warning("verdict_events_unsent", dropped=left, timeout_s=timeout_s)
 
@@ -122,15 +129,30 @@ class BoundedExport(LogRecordProcessor):
         return batch
 
     def _export(self, batch: list[ReadableLogRecord]) -> None:
+        with self._lock:
+            self._in_flight, self._abandoned = len(batch), False
         try:
             sent = self._exporter.export(batch) is LogRecordExportResult.SUCCESS
         except Exception:  # an exporter bug must not end the thread: these events are lost
             log.exception("verdict_events_export_failed")
             sent = False
-        if not sent:
+        with self._lock:
+            counted, self._in_flight, self._abandoned = self._abandoned, 0, False
+        if not sent and not counted:
             self._dropped(len(batch))
         for _ in batch:
             self._queue.task_done()
+
+    def _abandon(self) -> int:
+        """Count the batch of a request still waiting (the thread outlived the grace) as
+        dropped, now: the process may end before it returns. Returns its size."""
+        with self._lock:
+            if not self._thread.is_alive() or not self._in_flight:
+                return 0
+            self._abandoned = True
+            abandoned, self._in_flight = self._in_flight, 0
+        self._dropped(abandoned)
+        return abandoned
 
     def _discard(self) -> int:
         left = 0

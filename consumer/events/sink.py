@@ -1,11 +1,13 @@
 """One event per verdict, emitted once the verdict topic has the verdict.
 
-``EventingSink`` wraps the worker's ``VerdictSink``: a verdict's event is emitted when its
-``publish`` returns (at least once: the broker acknowledged it; exactly once: it is held for
-its partition's transaction, so a transaction that aborts re-judges its records and their
-events may come twice). A publish that fails emits nothing; its retry, once acknowledged,
-emits the one event. Emitting only queues (``export.BoundedExport``): it never delays the
-acknowledgement the pipeline waits for, nor the commit after it.
+At least once, ``EventingSink`` wraps the worker's ``VerdictSink``: a verdict's event is
+emitted when its ``publish`` returns, the broker having acknowledged it. A publish that fails
+emits nothing; its retry, once acknowledged, emits the one event. Exactly once, ``publish``
+only holds the verdict for its partition's transaction, which may yet be discarded: the
+events are emitted from ``TransactionalSink.on_committed`` instead, once the transaction
+commits, so a verdict that never commits has no event. Emitting only queues
+(``export.BoundedExport``): it never delays the acknowledgement the pipeline waits for, nor
+the commit after it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from typing import Protocol
 import structlog
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
-from consumer.events.attributes import EVENT_NAME, event_attributes, event_context
+from consumer.events.attributes import EVENT_NAME, event_attributes, event_context, event_time_ns
 from consumer.events.export import BoundedExport, logger_provider
 from consumer.ops import metrics
 from consumer.stream.sink import Record, VerdictSink
+from consumer.stream.transactional import TransactionalSink
 from schemas.verdict import VerdictEvent
 
 log = structlog.get_logger(__name__)
@@ -47,7 +50,8 @@ class VerdictEvents:
     def emit(self, verdict: VerdictEvent) -> None:
         """Queue the verdict's event; a failure to build it is counted as a drop."""
         try:
-            self._logger.emit(event_name=EVENT_NAME, context=event_context(verdict),
+            self._logger.emit(event_name=EVENT_NAME, timestamp=event_time_ns(verdict),
+                              context=event_context(verdict),
                               attributes=event_attributes(verdict))
         except Exception:  # best effort: never the verdict's way
             log.exception("verdict_event_failed", verdict_id=verdict.verdict_id)
@@ -69,16 +73,23 @@ def otlp_events() -> VerdictEvents:
 
 
 class EventingSink:
-    """A ``VerdictSink`` that emits each verdict's event once ``sink`` has published it."""
+    """A ``VerdictSink`` that emits each verdict's event once it is on the verdicts topic:
+    when ``sink.publish`` returns (acknowledged), or, for a ``TransactionalSink``, whose
+    ``publish`` only holds it, when its transaction commits."""
 
     def __init__(self, sink: VerdictSink, events: Emitter) -> None:
         self._sink = sink
         self._events = events
+        self._on_commit = isinstance(sink, TransactionalSink)
+        if isinstance(sink, TransactionalSink):
+            sink.on_committed = events.emit
 
     async def publish(self, verdict: VerdictEvent) -> None:
-        """Publish as ``sink`` does; then, only if that returned, emit the event."""
+        """Publish as ``sink`` does; then, only if that returned with the verdict on its
+        topic, emit the event (a held one's is emitted by its commit)."""
         await self._sink.publish(verdict)
-        self._events.emit(verdict)
+        if not self._on_commit:
+            self._events.emit(verdict)
 
     async def dead_letter(self, record: Record, reason: str) -> None:
         """Dead-letter as ``sink`` does: a record without a trace has no event."""

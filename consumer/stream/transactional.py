@@ -16,6 +16,10 @@ A producer that can no longer commit (fenced by another owner of its id, or left
 state by a transaction the broker timed out) is dropped with its partition's held outcomes,
 and the partition is reported lost: ``ownership.py`` starts it again from its committed
 offset. A commit that fails in a way the producer survives keeps the outcomes for the next.
+
+A verdict is known to be on its topic only once its transaction commits: ``on_committed``
+hears of each verdict then (``VERDICT_EVENTS`` emits its event there), never of one held and
+discarded (the partition revoked or lost, the transaction aborted), which is judged again.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ log = structlog.get_logger(__name__)
 
 ProducerFactory = Callable[[str], AIOKafkaProducer]
 LostPartition = Callable[[TopicPartition], None]
+Committed = Callable[[VerdictEvent], None]
 STOP_TIMEOUT_S = 5.0
 ABORT_TIMEOUT_S = 10.0
 
@@ -49,6 +54,7 @@ class _Outcome:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]] | None
+    verdict: VerdictEvent | None = None  # for ``on_committed``; None for a dead letter
 
 
 class TransactionalSink:
@@ -66,6 +72,7 @@ class TransactionalSink:
         self._outcomes: dict[TopicPartition, dict[int, list[_Outcome]]] = {}
         self._stopping: set[asyncio.Task[None]] = set()  # lost producers, being stopped
         self.on_lost: LostPartition = lambda tp: None  # set by the owner of the partitions
+        self.on_committed: Committed = lambda verdict: None  # set by whoever reports verdicts
 
     def transactional_id(self, tp: TopicPartition) -> str:
         """Stable per input partition, so the next owner fences the previous one."""
@@ -77,7 +84,8 @@ class TransactionalSink:
         if source is None:
             raise PublishError("exactly-once needs the verdict's source coordinates")
         value = verdict.model_dump_json().encode("utf-8")
-        outcome = _Outcome(self._topics.verdicts, verdict.verdict_id.encode(), value, None)
+        outcome = _Outcome(self._topics.verdicts, verdict.verdict_id.encode(), value, None,
+                           verdict)
         self._hold(TopicPartition(source.topic, source.partition), source.offset, outcome)
 
     async def dead_letter(self, record: Record, reason: str) -> None:
@@ -120,6 +128,9 @@ class TransactionalSink:
             for o in ready:
                 del held[o]
             committed[tp] = offset
+            for outcome in outcomes:
+                if outcome.verdict is not None:
+                    self.on_committed(outcome.verdict)
         return committed
 
     async def _transaction(

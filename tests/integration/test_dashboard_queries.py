@@ -30,6 +30,14 @@ What is checked, and how:
   Prometheus' five-minute lookback), so the lag alert's ``deriv(...[15m:1m])`` subquery has the
   two one-minute steps it needs on a test that lasts seconds.
 
+Every value must be a number: a ratio or quantile over counters that never moved is 0/0,
+``NaN``, and fails. And the panels show what the stream fixes, read from the same queries with
+each ``rate(...[...])`` or ``increase(...[...])`` replaced by its counter (exact: the worker
+starts from 0, and no window edge extrapolates): the verdicts by rule and verdict are the
+verdicts topic's tally; the pass rate of each rule is the topic's pass share; the latency
+quantiles are finite and above 0; the cost is above 0; there is a dead letter and an
+``empty_output`` skip. A worker that judged nothing, or stopped counting, fails.
+
 That the check fails on a renamed metric is shown in the same run: for every metric the
 queries name, a copy of the queries with that one metric renamed must fail exactly the queries
 that name it.
@@ -37,8 +45,10 @@ that name it.
 
 from __future__ import annotations
 
+import math
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -78,6 +88,7 @@ GROUPED_BY = re.compile(r"\bby\s*\(([^)]*)\)")
 LABEL_VALUES = re.compile(r"^label_values\((?:(.*),\s*)?([A-Za-z_][A-Za-z0-9_]*)\)$")
 VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 METRIC = re.compile(r"\bgroundedness_[A-Za-z0-9_]+")
+WINDOWED = re.compile(r"\b(?:rate|increase)\((groundedness_\w+\{[^}]*\})\[[^\]]*\]\)")
 
 
 @dataclass(frozen=True)
@@ -199,6 +210,8 @@ async def problem(prometheus: Prometheus, check: Check) -> str | None:
     result = await prometheus.query(check.expr, at=time.time() + check.at_offset_s)
     if not result:
         return "no series"
+    if not_numbers := [series.labels for series in result if not math.isfinite(series.value)]:
+        return f"NaN or infinite (nothing counted?): {not_numbers}"
     lacking = [series.labels for series in result
                if not all(series.labels.get(label) for label in check.labels)]
     return f"series without {sorted(check.labels)}: {lacking}" if lacking else None
@@ -211,6 +224,58 @@ async def problems(prometheus: Prometheus, checks: list[Check]) -> dict[str, str
         wrong = await problem(prometheus, check)
         if wrong is not None:
             found[f"{check.source}: {check.expr}"] = wrong
+    return found
+
+
+# -- what the stream fixes ---------------------------------------------------------------------
+
+
+def counters(expr: str) -> str:
+    """``expr`` with each windowed rate or increase replaced by the counter itself."""
+    return WINDOWED.sub(r"\1", expr)
+
+
+def panel(checks: list[Check], title: str, ref: str = "A") -> str:
+    """The query of the dashboard panel ``title``'s target ``ref``, over its counters."""
+    (expr,) = [c.expr for c in checks if c.source == f"panel {title!r} {ref}"]
+    return counters(expr)
+
+
+async def values_by(prometheus: Prometheus, expr: str, *labels: str) -> dict[tuple[str, ...],
+                                                                                float]:
+    return {tuple(series.labels.get(label, "") for label in labels): series.value
+            for series in await prometheus.query(expr)}
+
+
+async def stream_problems(prometheus: Prometheus, checks: list[Check],
+                          verdicts: list[dict[str, Any]]) -> dict[str, object]:
+    """Where the panels disagree with what the stream fixes (``verdicts``: the topic's)."""
+    found: dict[str, object] = {}
+    tally = Counter((v["rule"], v["verdict"]) for v in verdicts)
+    counted = await values_by(prometheus, panel(checks, "Verdicts per second, by rule and verdict"),
+                              "rule", "verdict")
+    if {key: value for key, value in counted.items() if value} != dict(tally):
+        found["verdicts by rule and verdict"] = (counted, tally)
+    shares = {(rule,): tally[rule, "pass"] / (tally[rule, "pass"] + tally[rule, "fail"])
+              for rule, _ in tally if tally[rule, "pass"] + tally[rule, "fail"]}
+    pass_rates = await values_by(prometheus, panel(checks, "Pass rate, by rule"), "rule")
+    if pass_rates.keys() != shares.keys() or any(
+            not math.isclose(pass_rates[rule], share) for rule, share in shares.items()):
+        found["pass rate by rule"] = (pass_rates, shares)
+    for ref in "ABC":
+        quantile = await values_by(prometheus, panel(checks, "Judge latency", ref))
+        if not all(math.isfinite(v) and v > 0 for v in quantile.values()) or not quantile:
+            found[f"judge latency {ref}"] = quantile
+    at_least = {
+        "Judge cost in range": ((), 1e-12),
+        "Dead letters in range": ((), 1),
+        "Skipped traces per second, by reason": (("empty_output",), 1),
+    }
+    for title, (key, least) in at_least.items():
+        labels = ("reason",) if key else ()
+        got = await values_by(prometheus, panel(checks, title), *labels)
+        if not got.get(key, 0) >= least:
+            found[title] = got
     return found
 
 
@@ -272,6 +337,10 @@ async def test_every_dashboard_query_and_alert_returns_labelled_series_from_a_re
                 timeout_s=30)
 
             assert await problems(prometheus, checks) == {}
+            total = sum((await values_by(prometheus, panel(
+                checks, "Verdicts per second, by rule and verdict"), "rule", "verdict")).values())
+            assert await out.wait_for_count(int(total), timeout_s=30), "counted, not published"
+            assert await stream_problems(prometheus, checks, out.verdicts) == {}
 
             # The same checks with one metric renamed fail exactly the queries naming it.
             metrics = sorted({m for check in checks for m in METRIC.findall(check.expr)})

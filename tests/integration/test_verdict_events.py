@@ -32,7 +32,7 @@ from tests.support.fake_judge import ScriptedJudge
 from tests.support.otel_spans import Recorder, otlp_proto, rag_trace
 from tests.support.ports import free_port
 from tests.support.streams import Topics, create_topics, in_process_worker, produce, read_all
-from tests.support.workers import wait_committed, worker_env
+from tests.support.workers import WorkerPool, wait_committed, worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -198,6 +198,38 @@ async def test_an_endpoint_down_or_silent_loses_events_counted_and_never_a_verdi
     print(f"\n{endpoint} endpoint: {count} verdicts published and committed, "
           f"{lost:.0f} events dropped and counted")
     assert lost == count
+
+
+OTLP_KEY = "otlp-api-key-0123456789abcdef"
+
+
+@pytest.mark.parametrize("headers", [
+    f'authorization="Bearer {OTLP_KEY}"',  # quoted, as compose and helm files often write it
+    f"x-api-key={OTLP_KEY[:12]},{OTLP_KEY[12:]}",  # a key with a comma: the SDK splits it
+])
+async def test_otlp_headers_the_sdk_refuses_never_reach_the_log(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path, headers: str,
+) -> None:
+    """The SDK logs a header part it cannot parse, whole (``Header format invalid! ...``),
+    through the worker's own handler: the key in it is redacted, in every line it writes."""
+    _, server = fake_judge
+    topics = Topics.fresh("events-headers")
+    await create_topics(kafka, topics, partitions=1)
+    await produce(kafka, topics.traces, [json.dumps({
+        "trace_id": otel_id(0, 32), "span_id": otel_id(0, 16), "output": "Answer.",
+    }).encode()])
+    env = worker_env(topics.env(kafka), server.url, VERDICT_EVENTS="otlp",
+                     OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{free_port()}",
+                     OTEL_EXPORTER_OTLP_TIMEOUT="2", OTEL_EXPORTER_OTLP_HEADERS=headers)
+    async with WorkerPool(tmp_path) as pool:
+        worker = await pool.start(env)
+        assert await read_all(kafka, topics.verdicts, at_least=1, timeout_s=60, settle_s=0.5)
+        assert await worker.terminate() == 0
+        output = worker.log()
+    assert "Header format invalid" in output, "the SDK's warning is the case under test"
+    assert "[REDACTED]" in output
+    for fragment in (OTLP_KEY, OTLP_KEY[:12], OTLP_KEY[12:]):
+        assert fragment not in output
 
 
 def dropped() -> float:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 
 import pytest
+import structlog
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import (
     InMemoryLogRecordExporter,
@@ -18,11 +20,13 @@ from opentelemetry.sdk._logs.export import (
 
 from consumer import wiring
 from consumer.errors import ConfigError, PublishError
+from consumer.events import export
 from consumer.events.attributes import EVENT_NAME
 from consumer.events.export import BoundedExport
 from consumer.events.sink import EventingSink, VerdictEvents
 from consumer.judge.result import Answered, TraceFailed
 from consumer.ops import metrics
+from consumer.redaction import known_secrets, redact
 from consumer.settings import load_settings
 from consumer.stream.sink import Record
 from consumer.verdicts import Context, TraceOrigin, checked, errored, judged
@@ -90,6 +94,9 @@ def test_a_judged_verdict_becomes_the_conventions_event(captured: Captured) -> N
     }
     # On the judged answer's span of the judged trace: where a tracing UI shows it.
     assert (record.trace_id, record.span_id) == (int(OTEL_TRACE, 16), int(OTEL_SPAN, 16))
+    # At the time of the judging, not when the collector received it.
+    judged_at = datetime.fromisoformat(verdict.evaluated_at)
+    assert record.timestamp == int(judged_at.timestamp() * 1_000_000) * 1000
 
 
 def test_a_verdict_from_spans_sits_on_its_answer_span(captured: Captured) -> None:
@@ -255,6 +262,37 @@ class Emitted:
         self.verdicts.append(verdict)
 
 
+class Hung(Stuck):
+    """An endpoint whose request outlives the exporter's shutdown (it waits out its own
+    timeout), until released by the test; then it fails."""
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+
+async def test_a_batch_whose_request_outlives_close_is_counted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(export, "SHUTDOWN_GRACE_S", 0.05)
+    hung = Hung()
+    made = Captured(hung)
+    first, *rest = verdicts(4)
+    made.events.emit(first)
+    assert hung.entered.wait(30)
+    for verdict in rest:
+        made.events.emit(verdict)
+    with structlog.testing.capture_logs() as logs:
+        await made.events.close(0.05)
+    # The batch in flight (1) and the 3 queued: counted and logged when close gives up,
+    # since the process may end before the request does.
+    assert sum(made.drops) == 4
+    assert [entry["dropped"] for entry in logs if entry["event"] == "verdict_events_unsent"] == [4]
+    hung.release.set()  # the request ends after all, failed: not counted a second time
+    made.export._thread.join(30)
+    assert not made.export._thread.is_alive()
+    assert (hung.exported, sum(made.drops)) == (0, 4)
+
+
 async def test_an_event_follows_only_an_acknowledged_verdict() -> None:
     verdict, = verdicts(1)
     refusing, emitted = Sink(refuse=True), Emitted()
@@ -267,6 +305,22 @@ async def test_an_event_follows_only_an_acknowledged_verdict() -> None:
     assert emitted.verdicts == [verdict] == refusing.published
     await sink.dead_letter(Rec("llm-traces", 0, 1, 0, None, b"{", []), "not JSON")
     assert (refusing.dead_letters, len(emitted.verdicts)) == (1, 1)
+
+
+@pytest.mark.parametrize("variable", ["OTEL_EXPORTER_OTLP_HEADERS",
+                                      "OTEL_EXPORTER_OTLP_LOGS_HEADERS"])
+def test_otlp_header_values_are_secrets_and_short_ones_stay_words(
+    monkeypatch: pytest.MonkeyPatch, variable: str,
+) -> None:
+    headers = f'x-tenant=prod,authorization="Bearer {KEY}",x-token=tok%2F{KEY[:10]}'
+    monkeypatch.setenv(variable, headers)
+    secrets = load_settings(require_threshold=False).secrets()
+    assert {KEY, f"Bearer {KEY}", f"tok/{KEY[:10]}"} <= set(secrets)
+    known = known_secrets(secrets)
+    assert not {"prod", "Bearer", "x-tenant", "authorization"} & set(known), "words, not keys"
+    line = f"Header format invalid! ...: authorization=\"Bearer {KEY}\" (tenant prod)"
+    assert redact(line, known_secrets(secrets)) == (
+        "Header format invalid! ...: authorization=[REDACTED] (tenant prod)")
 
 
 def test_verdict_events_setting(monkeypatch: pytest.MonkeyPatch) -> None:

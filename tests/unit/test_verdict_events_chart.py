@@ -72,3 +72,27 @@ def test_a_value_the_worker_would_refuse_fails_at_render(helm: Helm, events: Val
     result = helm.template({"minAcceptableScore": 0.5, "verdictEvents": events})
     assert result.returncode != 0
     assert "verdictEvents" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("grace", "events", "renders"),
+    [
+        pytest.param(60, "otlp", True, id="defaults-leave-room"),
+        pytest.param(50, "none", True, id="off-the-drain-is-enough"),
+        pytest.param(50, "otlp", False, id="on-no-room-for-the-events"),
+        pytest.param(56, "otlp", False, id="on-exactly-drain-plus-11"),
+        pytest.param(57, "otlp", True, id="on-room-for-producer-and-events"),
+    ],
+)
+def test_with_events_on_the_grace_period_covers_their_close_after_the_drain(
+    helm: Helm, grace: int, events: str, renders: bool,
+) -> None:
+    """The drain (45 s), then the producer's stop (5 s) and the events' close (5 s + 1 s):
+    a grace period Kubernetes ends before them kills the pod with events unsent."""
+    result = helm.template({"minAcceptableScore": 0.5, "drainSeconds": 45,
+                            "terminationGracePeriodSeconds": grace,
+                            "verdictEvents": {"exporter": events}})
+    assert (result.returncode == 0) == renders, result.stderr
+    if not renders:
+        assert "verdictEvents.exporter otlp" in result.stderr
+        assert f"terminationGracePeriodSeconds ({grace})" in result.stderr
