@@ -123,6 +123,9 @@ class CachedTokenProvider(AbstractTokenProvider):  # type: ignore[misc]
             return self._failed(exc, current)
         self._token = Token(value, started, max(lifetime_s, 1.0))
         self._retry_s = FIRST_RETRY_S
+        # Once per token (every 80% of its lifetime at most): how long a refresh takes.
+        log.info("kafka_oauth_token", took_ms=round((self._clock() - started) * 1000, 1),
+                 lifetime_s=round(lifetime_s, 1), refreshed=current is not None)
         return value
 
     def _failed(self, exc: TokenFetchError, current: Token | None) -> str:

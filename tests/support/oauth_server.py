@@ -76,11 +76,12 @@ def _new_key() -> rsa.RSAPrivateKey:
 
 @dataclass(frozen=True)
 class IssuedToken:
-    """One token granted: when (``time.time()``), until when, and to which scope."""
+    """One token granted: when (``time.time()``), until when, to which scope, and itself."""
 
     issued_at: float
     expires_at: float
     scope: str
+    token: str  # for tests that grep outputs for the tokens granted
 
 
 class OAuthServer:
@@ -210,7 +211,7 @@ class OAuthServer:
             claims["aud"] = self.granted_audience
         token = sign_jwt(claims, _new_key() if self.forging else self._key)
         with self._lock:
-            self._issued.append(IssuedToken(time.time(), float(claims["exp"]), scope))
+            self._issued.append(IssuedToken(time.time(), float(claims["exp"]), scope, token))
         reply: dict[str, Any] = {"access_token": token, "token_type": "Bearer",
                                  "expires_in": claims["exp"] - claims["iat"]}
         if scope:

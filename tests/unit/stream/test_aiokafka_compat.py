@@ -15,11 +15,15 @@ from typing import Any
 import aiokafka.client
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.abc import AbstractTokenProvider
 from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import AIOKafkaConnection, OAuthAuthenticator
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 from aiokafka.producer.transaction_manager import TransactionState
 
 from consumer.stream import aiokafka_compat
+from consumer.stream.kafka_errors import Refuse, map_kafka_error
+from consumer.stream.oauth import OAuthTokenRejected
 from tests.support.logs import collected_records
 
 UPGRADE = "aiokafka changed under consumer/stream/aiokafka_compat.py: "
@@ -73,16 +77,25 @@ def test_install_is_explicit_idempotent_and_wraps_the_original_once() -> None:
     """In a fresh interpreter: importing the worker's modules patches nothing."""
     script = """
 from aiokafka.client import AIOKafkaClient
+from aiokafka.conn import AIOKafkaConnection
 original = AIOKafkaClient._metadata_update
+original_oauth = AIOKafkaConnection.authenticator_oauth
 import consumer.cli, consumer.wiring, consumer.worker
 import consumer.commands.replay, consumer.commands.sample
 from consumer.stream import aiokafka_compat
+from consumer.stream.kafka_errors import Refuse, map_kafka_error
+from consumer.stream.oauth import OAuthTokenRejected
 assert AIOKafkaClient._metadata_update is original, "patched on import"
+assert AIOKafkaConnection.authenticator_oauth is original_oauth, "patched on import"
 assert not aiokafka_compat.installed()
 aiokafka_compat.install()
 patched = AIOKafkaClient._metadata_update
 aiokafka_compat.install()
 assert AIOKafkaClient._metadata_update is patched, "installed twice"
+patched_oauth = AIOKafkaConnection.authenticator_oauth
+assert patched_oauth is not original_oauth
+aiokafka_compat.install()
+assert AIOKafkaConnection.authenticator_oauth is patched_oauth, "installed twice"
 assert patched.__wrapped__ is original
 assert aiokafka_compat.installed()
 """
@@ -155,3 +168,71 @@ async def test_transaction_state_reads_the_producers_transaction_manager() -> No
     assert state == TransactionState.UNINITIALIZED, UPGRADE + "AIOKafkaProducer._txn_manager"
     for name in ("READY", "ABORTABLE_ERROR", "FATAL_ERROR"):
         assert hasattr(TransactionState, name), UPGRADE + f"TransactionState.{name}"
+
+
+# -- a refused OAUTHBEARER token --------------------------------------------------------------
+
+
+class _FixedToken(AbstractTokenProvider):  # type: ignore[misc]
+    async def token(self) -> str:
+        return "header.claims.signature"
+
+
+def test_the_connection_builds_its_oauth_authenticator_through_one_method() -> None:
+    source = inspect.getsource(AIOKafkaConnection._do_sasl_handshake)
+    assert "self.authenticator_oauth()" in source, (
+        UPGRADE + "_do_sasl_handshake no longer asks authenticator_oauth() for OAUTHBEARER")
+    assert "authenticator.step(auth_bytes)" in source, (
+        UPGRADE + "_do_sasl_handshake no longer passes the server's bytes to step()")
+    assert "auth_bytes = resp.sasl_auth_bytes" in source, (
+        UPGRADE + "the server's SaslAuthenticate bytes no longer reach the next step")
+    authenticator = OAuthAuthenticator(sasl_oauth_token_provider=_FixedToken())
+    assert authenticator._token_sent is False, UPGRADE + "OAuthAuthenticator._token_sent"
+
+
+async def test_the_servers_error_challenge_is_a_refused_token() -> None:
+    """RFC 7628 3.2.2: ``{"status":"invalid_token"}`` after the token is a refusal; aiokafka's
+    own authenticator returns None there, i.e. "authenticated"."""
+    challenge = b'{"status":"invalid_token","scope":"","openid-configuration":""}'
+    assert await OAuthAuthenticator(sasl_oauth_token_provider=_FixedToken()).step(
+        None) is not None
+    plain = OAuthAuthenticator(sasl_oauth_token_provider=_FixedToken())
+    await plain.step(None)
+    assert await plain.step(challenge) is None, "aiokafka now reads the challenge itself"
+
+    aware = aiokafka_compat.ChallengeAwareOAuthAuthenticator(
+        sasl_oauth_token_provider=_FixedToken())
+    first = await aware.step(None)
+    assert first is not None
+    assert first[0].startswith(b"n,,\x01auth=Bearer ")
+    with pytest.raises(OAuthTokenRejected) as refused:
+        await aware.step(challenge)
+    assert refused.value.args == ("invalid_token",)
+
+
+async def test_an_empty_server_answer_is_success() -> None:
+    aware = aiokafka_compat.ChallengeAwareOAuthAuthenticator(
+        sasl_oauth_token_provider=_FixedToken())
+    await aware.step(None)
+    assert await aware.step(b"") is None
+
+
+@pytest.mark.parametrize(("payload", "said"), [
+    (b'{"status":"invalid_token"}', "invalid_token"),
+    (b'{"status":"insufficient_scope","scope":"kafka"}', "insufficient_scope"),
+    (b"\xff\xfe not json at all", "an unreadable answer of 18 bytes"),
+    (b'{"status":"<script>quoted back: secret-token</script>"}',
+     "an error challenge without a status"),
+    (b'["status"]', "an unreadable answer of 10 bytes"),
+])
+def test_only_the_challenges_status_is_said(payload: bytes, said: str) -> None:
+    assert aiokafka_compat.challenge_status(payload) == said
+
+
+def test_a_refused_token_is_one_oauth_line_naming_the_broker() -> None:
+    action = map_kafka_error(OAuthTokenRejected("invalid_token"), "broker-1:9098")
+    assert isinstance(action, Refuse)
+    assert action.message.startswith(
+        "kafka_oauth_failed: the broker broker-1:9098 refused the OAuth token (invalid_token)")
+    assert "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL" in action.message
+    assert "KAFKA_SASL_PASSWORD" not in action.message  # not the SCRAM hint
