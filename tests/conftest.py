@@ -1,5 +1,5 @@
-"""Shared fixtures: a real Kafka broker (session), the fake judge (a real HTTP server), an HTTP
-client for the health server, and structlog back at its defaults."""
+"""Shared fixtures: a real Kafka broker (session), the fake judge (a real HTTP server), the real
+helm, an HTTP client for the health server, and structlog back at its defaults."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import structlog
 
 from scripts.kafka.broker import kafka_bootstrap
-from tests.support.fixtures import fake_judge
+from tests.support.fixtures import fake_judge, helm
 from tests.support.http import http
 
-__all__ = ["fake_judge", "http"]
+__all__ = ["fake_judge", "helm", "http"]
 
 
 @pytest.fixture(scope="session")

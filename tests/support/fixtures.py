@@ -1,4 +1,4 @@
-"""Pytest fixtures for the fake judge (imported into ``tests/conftest.py``)."""
+"""Pytest fixtures for the fake judge and the real helm (imported into ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from consumer.localjudge.server import JudgeServer
 from tests.support.fake_judge import ScriptedJudge
+from tests.support.helm import Helm, find_tool, private_env
 
 
 @pytest.fixture
@@ -16,3 +17,12 @@ def fake_judge() -> Iterator[tuple[ScriptedJudge, JudgeServer]]:
     judge = ScriptedJudge()
     with JudgeServer(judge, models=("scripted-judge", "gpt-4o-mini")) as server:
         yield judge, server
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """The real helm (``make helm``) with a private home; the test is skipped without it."""
+    binary = find_tool("helm")
+    if binary is None:
+        pytest.skip("helm is not installed (run scripts/install-helm, or put helm on PATH)")
+    return Helm(binary=binary, env=private_env(tmp_path_factory.mktemp("helm-home")))

@@ -16,7 +16,7 @@ import yaml
 
 from consumer.ops.metrics import REGISTRY
 from scripts.dashboard import DASHBOARD_PATH, SELECTOR, render
-from tests.support.helm import CHART, FULLNAME, NAMESPACE, Helm, find_tool, private_env
+from tests.support.helm import CHART, FULLNAME, NAMESPACE, Helm
 
 Panel = dict[str, Any]
 
@@ -146,13 +146,6 @@ def test_panels_do_not_overlap() -> None:
 
 # --- the chart's ConfigMap ---
 
-
-@pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    binary = find_tool("helm")
-    if binary is None:
-        pytest.skip("helm is not installed (run scripts/install-helm, or put helm on PATH)")
-    return Helm(binary=binary, env=private_env(tmp_path_factory.mktemp("helm-home")))
 
 
 def dashboard_configmaps(helm: Helm, values: dict[str, Any]) -> list[Panel]:

@@ -24,8 +24,6 @@ from tests.support.helm import (
     NAMESPACE,
     Helm,
     Values,
-    find_tool,
-    private_env,
 )
 
 TMP_MOUNT = "/tmp"  # noqa: S108 - the container's writable emptyDir, not a host path
@@ -358,13 +356,6 @@ INVALID_CASES: dict[str, tuple[Values, tuple[str, ...], str]] = {
     ),
 }
 
-
-@pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    binary = find_tool("helm")
-    if binary is None:
-        pytest.skip("helm is not installed (run scripts/install-helm, or put helm on PATH)")
-    return Helm(binary=binary, env=private_env(tmp_path_factory.mktemp("helm-home")))
 
 
 @pytest.fixture(scope="session")

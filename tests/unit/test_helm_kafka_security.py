@@ -31,7 +31,7 @@ from cryptography.x509.oid import NameOID
 
 from consumer.settings import Settings, load_settings
 from consumer.stream.clients import client_options
-from tests.support.helm import CHART, Helm, Values, find_tool, private_env
+from tests.support.helm import CHART, Helm, Values
 
 Manifest = dict[str, Any]
 # Secrets that exist in the namespace before the release: name -> key -> bytes.
@@ -115,13 +115,6 @@ def strimzi(pki: Pki) -> ClusterSecrets:
 
 # --- rendering, and a stand-in for the kubelet ---
 
-
-@pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    binary = find_tool("helm")
-    if binary is None:
-        pytest.skip("helm is not installed (run scripts/install-helm, or put helm on PATH)")
-    return Helm(binary=binary, env=private_env(tmp_path_factory.mktemp("helm-home")))
 
 
 @pytest.fixture(scope="module")

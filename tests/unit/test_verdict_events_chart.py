@@ -10,18 +10,11 @@ import pytest
 import yaml
 
 from consumer.settings import load_settings
-from tests.support.helm import Helm, Values, find_tool, private_env
+from tests.support.helm import Helm, Values
 
 ENDPOINT = "http://otel-collector.observability:4318"
 EVENT_VARIABLES = {"VERDICT_EVENTS", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"}
 
-
-@pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    binary = find_tool("helm")
-    if binary is None:
-        pytest.skip("helm is not installed (run scripts/install-helm, or put helm on PATH)")
-    return Helm(binary=binary, env=private_env(tmp_path_factory.mktemp("helm-home")))
 
 
 def config(helm: Helm, values: Values) -> dict[str, str]:
