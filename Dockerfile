@@ -2,6 +2,7 @@
 # groundedness-worker image: `groundedness run` (the worker), also `local-judge`, `replay`, ...
 #
 #   docker build -t groundedness-worker:local .
+#   docker build --build-arg EXTRAS=msk -t groundedness-worker:local-msk .   # + Amazon MSK IAM
 #   docker run --read-only --tmpfs /tmp -e MIN_ACCEPTABLE_SCORE=0.5 ... groundedness-worker:local
 
 # ---- builder: build the project wheel and install it with its dependencies into a venv ----
@@ -21,11 +22,17 @@ COPY pyproject.toml README.md ./
 COPY consumer ./consumer
 COPY schemas ./schemas
 
+# Optional extras of pyproject.toml, comma-separated: e.g. EXTRAS=msk for Amazon MSK IAM
+# (KAFKA_SASL_OAUTH_PROVIDER=aws_msk_iam, AWS's signer). Empty by default: a lean image.
+ARG EXTRAS=""
+
 # Build a wheel (pyproject's build backend, in isolation), then install it non-editable: the
 # runtime stage gets the venv only, not the sources. pip byte-compiles the installed modules, so
-# nothing needs to be written at run time (the root filesystem is read-only there).
+# nothing needs to be written at run time (the root filesystem is read-only there). pip takes
+# extras on a wheel's path too (`name.whl[msk]`).
 RUN pip wheel --no-deps --wheel-dir /wheels . \
- && pip install /wheels/*.whl \
+ && set -- /wheels/*.whl \
+ && pip install "$1${EXTRAS:+[$EXTRAS]}" \
  && groundedness --help >/dev/null
 
 # ---- runtime: the venv and an unprivileged user, nothing else ----

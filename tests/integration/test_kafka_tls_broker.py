@@ -15,6 +15,7 @@ import asyncio
 import base64
 import json
 import ssl
+import subprocess
 import urllib.error
 import urllib.request
 import uuid
@@ -308,6 +309,47 @@ async def test_oauth_listener_drops_a_connection_once_its_token_expires(
             await conn.send(MetadataRequest([]))
     finally:
         conn.close()
+
+
+# ---------------------------------------------------------------------------- reuse
+
+
+def _start_again(broker: TlsBroker, **changed: str) -> subprocess.CompletedProcess[str]:
+    """``start`` again with the running broker's settings, ``changed`` overriding some."""
+    same = {"KAFKA_SASL_USERNAME": broker.username, "KAFKA_SASL_PASSWORD": broker.password,
+            "KAFKA_OAUTH_JWKS_URL": broker.oauth.jwks_url,
+            "KAFKA_OAUTH_ISSUER": broker.oauth.issuer,
+            "KAFKA_OAUTH_AUDIENCE": broker.oauth.audience}
+    return kafka_local_tls("start", PORT, same | changed)
+
+
+@pytest.mark.parametrize(("changed", "named"), [
+    ({"KAFKA_SASL_USERNAME": "someone-else"}, "KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD"),
+    ({"KAFKA_SASL_PASSWORD": "another-s3cret-4b1d"}, "KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD"),
+    ({"KAFKA_OAUTH_ISSUER": "https://another-issuer.test"}, "KAFKA_OAUTH_ISSUER"),
+    ({"KAFKA_OAUTH_ISSUER": ""}, "KAFKA_OAUTH_ISSUER"),
+    ({"KAFKA_OAUTH_AUDIENCE": "another-audience"}, "KAFKA_OAUTH_AUDIENCE"),
+], ids=["scram-user", "scram-password", "issuer", "no-issuer", "audience"])
+def test_start_refuses_a_running_broker_set_up_otherwise(
+    tls_broker: TlsBroker, changed: dict[str, str], named: str,
+) -> None:
+    # A test asking for other credentials or token checks would otherwise pass or fail against
+    # a broker that does not enforce what it asked for.
+    started = _start_again(tls_broker, **changed)
+    assert started.returncode != 0
+    [line] = started.stderr.strip().splitlines()
+    assert named in line
+    assert "already running" not in started.stderr
+    assert all(value not in line for value in changed.values() if value)
+    # The running broker is left alone.
+    assert kafka_local_tls("status", PORT, {}).returncode == 0
+
+
+def test_start_reuses_a_running_broker_set_up_alike(tls_broker: TlsBroker) -> None:
+    started = _start_again(tls_broker)
+    assert started.returncode == 0, started.stderr
+    assert "already running" in started.stderr
+    assert started.stdout.strip().splitlines()[-1] == tls_broker.addresses["plaintext"]
 
 
 # ---------------------------------------------------------------------------- token endpoint

@@ -55,7 +55,12 @@ CONTRACT_VARS = frozenset(
         "VERDICT_EVENTS",
     }
 )
-# Beyond the contract: the drain time, which the chart ties to the pod's grace period.
-WORKER_VARS = CONTRACT_VARS | {"DRAIN_TIMEOUT_SECONDS"}
+# Beyond the contract, the worker's own Kafka additions: who issues the OAUTHBEARER token
+# (Amazon MSK IAM), its AWS region, and turning hostname verification off.
+KAFKA_EXTRA_VARS = frozenset(
+    {"KAFKA_SASL_OAUTH_PROVIDER", "AWS_REGION", "KAFKA_SSL_CHECK_HOSTNAME"}
+)
+# Beyond the contract: those, and the drain time, which the chart ties to the pod's grace period.
+WORKER_VARS = CONTRACT_VARS | KAFKA_EXTRA_VARS | {"DRAIN_TIMEOUT_SECONDS"}
 # The OTel SDK's own variables, which the chart sets for VERDICT_EVENTS=otlp (read by the SDK).
 OTEL_SDK_VARS = frozenset({"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"})

@@ -194,6 +194,22 @@ VALID_CASES: dict[str, Values] = {
                                "clientId": "gw", "scope": "kafka"}},
         },
     },
+    # Amazon MSK with IAM: no client secret, the region for AWS's signer.
+    "msk-iam": {
+        "rules": ["missing_citation"],
+        "kafka": {
+            "securityProtocol": "SASL_SSL",
+            "sasl": {"mechanism": "OAUTHBEARER",
+                     "oauth": {"provider": "aws_msk_iam", "awsRegion": "eu-west-1"}},
+        },
+        "keda": {"enabled": True, "partitionCount": 6, "maxReplicas": 6},
+    },
+    # Brokers reached by a name their certificates do not carry.
+    "check-hostname-off": {
+        "minAcceptableScore": 0.5,
+        "kafka": {"securityProtocol": "SSL",
+                  "tls": {"caSecret": "kafka-ca", "checkHostname": False}},
+    },
     # Verdicts also as OTel events.
     "verdict-events": {
         "minAcceptableScore": 0.5,

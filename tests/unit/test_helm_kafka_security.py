@@ -1,4 +1,5 @@
-"""The chart's Kafka security: mutual TLS from a Strimzi ``KafkaUser`` Secret, OAUTHBEARER.
+"""The chart's Kafka security: mutual TLS from a Strimzi ``KafkaUser`` Secret, OAUTHBEARER
+(an OAuth client, or Amazon MSK IAM), hostname verification turned off.
 
 What a team on Strimzi or an OAuth-secured cluster meets: the chart renders, the pod would get
 the files and variables the worker reads, and the worker accepts them. Checked without a
@@ -15,12 +16,14 @@ Needs the helm CLI (``scripts/install-helm``); skipped without it.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -31,7 +34,8 @@ from cryptography.x509.oid import NameOID
 
 from consumer.settings import Settings, load_settings
 from consumer.stream.clients import client_options
-from tests.support.helm import CHART, Helm, Values
+from consumer.stream.msk_iam import MskIamTokenProvider
+from tests.support.helm import CHART, FULLNAME, Helm, Values
 
 Manifest = dict[str, Any]
 # Secrets that exist in the namespace before the release: name -> key -> bytes.
@@ -48,6 +52,8 @@ KEDA_KAFKA_AUTH_PARAMETERS = frozenset({
     "sasl", "saslTokenProvider", "username", "password", "oauthTokenEndpointUri", "scopes",
     "oauthExtensions", "tls", "ca", "cert", "key", "keyPassword",
 })
+MSK_REGION = "eu-west-1"
+MSK_BOOTSTRAP = "b-1.gw.abc123.c2.kafka.eu-west-1.amazonaws.com:9098"  # MSK's IAM listener
 
 
 # --- a CA, and a client certificate and key it signed, in PEM as Strimzi's Secrets hold them ---
@@ -263,6 +269,18 @@ OAUTH: Values = {
 }
 
 
+MSK_IAM: Values = {
+    **NO_JUDGE,
+    "kafka": {
+        "bootstrapServers": MSK_BOOTSTRAP,
+        "securityProtocol": "SASL_SSL",
+        "sasl": {"mechanism": "OAUTHBEARER",
+                 "oauth": {"provider": "aws_msk_iam", "awsRegion": MSK_REGION}},
+    },
+    "keda": KEDA,
+}
+
+
 # --- mutual TLS from a Strimzi KafkaUser Secret ---
 
 
@@ -415,10 +433,106 @@ def test_oauth_with_a_client_certificate(
     assert {"sasl", "username", "password", "cert", "key"} <= set(scaler_auth(manifests))
 
 
+# --- Amazon MSK IAM ---
+
+
+def test_msk_iam_values_reach_the_worker_and_sign_for_the_region(
+    render: Callable[[Values], list[Manifest]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    manifests = render(MSK_IAM)
+    environment = pod_environment(manifests, {}, tmp_path)
+    settings = worker_settings(monkeypatch, environment)
+
+    assert settings.kafka_sasl_mechanism == "OAUTHBEARER"
+    assert settings.kafka_sasl_oauth_provider == "aws_msk_iam"
+    assert settings.aws_region == MSK_REGION
+    # No OAuth client: nothing to fetch a token from, no secret in the pod or the release.
+    assert settings.kafka_sasl_oauth_token_endpoint_url is None
+    assert settings.kafka_sasl_oauth_client_secret is None
+    assert {m["metadata"]["name"] for m in manifests if m["kind"] == "Secret"} == {
+        f"{FULLNAME}-keda-kafka"}  # KEDA's non-secret parameters only
+    assert not any("valueFrom" in variable for variable in worker(manifests)["env"])
+    # The region is a literal of the container's env: EKS's IRSA webhook adds its own
+    # AWS_REGION there, which would win over the ConfigMap's.
+    assert {"name": "AWS_REGION", "value": MSK_REGION} in worker(manifests)["env"]
+
+    options = client_options(settings, "helm-test")
+    provider = options["sasl_oauth_token_provider"]
+    assert isinstance(provider, MskIamTokenProvider)
+    # AWS's signer, with credentials as the standard chain finds them (static ones here: IRSA's
+    # web identity would need STS), signs a Connect URL for the values' region.
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.setenv(name, str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    token, _ = asyncio.run(provider.fetch())
+    url = urlparse(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode())
+    assert url.netloc == f"kafka.{MSK_REGION}.amazonaws.com"
+
+
+@pytest.mark.parametrize(("keda", "identity"), [
+    ({}, {"provider": "aws", "identityOwner": "workload"}),
+    ({"awsIdentityOwner": "keda"}, {"provider": "aws", "identityOwner": "keda"}),
+    ({"awsRoleArn": "arn:aws:iam::123456789012:role/keda-msk"},
+     {"provider": "aws", "roleArn": "arn:aws:iam::123456789012:role/keda-msk"}),
+], ids=["workload-role", "keda-role", "role-arn"])
+def test_keda_signs_its_own_msk_iam_token(
+    render: Callable[[Values], list[Manifest]], keda: Values, identity: dict[str, str],
+) -> None:
+    manifests = render({**MSK_IAM, "keda": {**KEDA, **keda}})
+    auth = one(manifests, "TriggerAuthentication")["spec"]
+    assert set(scaler_auth(manifests)) <= KEDA_KAFKA_AUTH_PARAMETERS
+    # KEDA's Kafka scaler: oauthbearer with the aws_msk_iam token provider (TLS required), the
+    # region in the trigger's metadata, AWS credentials from its "aws" pod identity.
+    assert scaler_parameters(manifests, {}) == {
+        "sasl": "oauthbearer", "saslTokenProvider": "aws_msk_iam", "tls": "enable"}
+    assert auth["podIdentity"] == identity
+    trigger = one(manifests, "ScaledObject")["spec"]["triggers"][0]
+    assert trigger["metadata"]["awsRegion"] == MSK_REGION
+    assert trigger["metadata"]["bootstrapServers"] == MSK_BOOTSTRAP
+
+
+def test_without_msk_iam_keda_has_no_aws_identity(
+    render: Callable[[Values], list[Manifest]],
+) -> None:
+    manifests = render(OAUTH)
+    assert "podIdentity" not in one(manifests, "TriggerAuthentication")["spec"]
+    assert "awsRegion" not in one(manifests, "ScaledObject")["spec"]["triggers"][0]["metadata"]
+    assert "KAFKA_SASL_OAUTH_PROVIDER" not in one(manifests, "ConfigMap")["data"]
+
+
+# --- hostname verification ---
+
+
+@pytest.mark.parametrize("check", [True, False, None], ids=["on", "off", "unset"])
+def test_hostname_verification_reaches_the_worker(
+    render: Callable[[Values], list[Manifest]], strimzi: ClusterSecrets, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, check: bool | None,
+) -> None:
+    tls: Values = {"caSecret": CLUSTER_CA_SECRET}
+    if check is not None:
+        tls["checkHostname"] = check
+    manifests = render({**NO_JUDGE, "kafka": {"securityProtocol": "SSL", "tls": tls},
+                        "keda": KEDA})
+    data = one(manifests, "ConfigMap")["data"]
+    settings = worker_settings(monkeypatch, pod_environment(manifests, strimzi, tmp_path))
+
+    expected = check is not False
+    assert ("KAFKA_SSL_CHECK_HOSTNAME" in data) is not expected  # rendered only when off
+    assert settings.kafka_ssl_check_hostname is expected
+    context = client_options(settings, "helm-test")["ssl_context"]
+    assert context.check_hostname is expected
+    # KEDA's unsafeSsl would drop the chain's verification too: never rendered.
+    trigger = one(manifests, "ScaledObject")["spec"]["triggers"][0]
+    assert "unsafeSsl" not in trigger["metadata"]
+
+
 # --- helm lint, and what must not render ---
 
 
-@pytest.mark.parametrize("values", [STRIMZI_MTLS, OAUTH], ids=["strimzi-mtls", "oauth"])
+@pytest.mark.parametrize("values", [STRIMZI_MTLS, OAUTH, MSK_IAM],
+                         ids=["strimzi-mtls", "oauth", "msk-iam"])
 def test_lint_passes(helm: Helm, values: Values) -> None:
     result = helm.run("lint", str(CHART), "--strict", values=values)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -432,6 +546,11 @@ def _oauth(**oauth: str) -> Values:
 
 def _mtls(**tls: str | None) -> Values:
     return {**NO_JUDGE, "kafka": {"securityProtocol": "SSL", "tls": tls}}
+
+
+def _msk(protocol: str = "SASL_SSL", **oauth: str) -> Values:
+    return {**NO_JUDGE, "kafka": {"securityProtocol": protocol, "sasl": {
+        "mechanism": "OAUTHBEARER", "oauth": {"provider": "aws_msk_iam", **oauth}}}}
 
 
 SKIP_SCHEMA = ("--skip-schema-validation",)
@@ -476,6 +595,29 @@ REFUSED: dict[str, tuple[Values, tuple[str, ...], str]] = {
             "mechanism": "OAUTHBEARER",
             "oauth": {"tokenEndpointUrl": TOKEN_ENDPOINT, "clientId": "gw"}}}}, (),
         "kafka.sasl.* is set but kafka.securityProtocol is SSL"),
+    "msk-iam-without-region": (_msk(), (), "at '/kafka/sasl/oauth/awsRegion'"),
+    "msk-iam-without-region-template-check": (
+        _msk(), SKIP_SCHEMA,
+        "kafka.sasl.oauth.provider is aws_msk_iam: set kafka.sasl.oauth.awsRegion"),
+    "msk-iam-without-tls": (
+        _msk("SASL_PLAINTEXT", awsRegion=MSK_REGION), (),
+        "kafka.sasl.oauth.provider is aws_msk_iam but kafka.securityProtocol is SASL_PLAINTEXT"),
+    "msk-iam-with-an-oauth-client": (
+        _msk(awsRegion=MSK_REGION, tokenEndpointUrl=TOKEN_ENDPOINT), (),
+        "kafka.sasl.oauth.tokenEndpointUrl / clientId / scope are not used with "
+        "kafka.sasl.oauth.provider aws_msk_iam"),
+    "aws-region-with-an-oauth-client": (
+        _oauth(tokenEndpointUrl=TOKEN_ENDPOINT, clientId="gw", awsRegion=MSK_REGION), (),
+        "kafka.sasl.oauth.awsRegion is set but kafka.sasl.oauth.provider is not aws_msk_iam"),
+    "msk-iam-with-scram": (
+        {**NO_JUDGE, "secrets": {"kafkaSaslPassword": "pw"},
+         "kafka": {"securityProtocol": "SASL_SSL", "sasl": {
+             "mechanism": "SCRAM-SHA-512", "username": "gw",
+             "oauth": {"provider": "aws_msk_iam"}}}}, (),
+        'kafka.sasl.oauth.* is set but kafka.sasl.mechanism is "SCRAM-SHA-512"'),
+    "hostname-check-off-without-tls": (
+        {**NO_JUDGE, "kafka": {"tls": {"checkHostname": False}}}, (),
+        "kafka.tls.checkHostname is false but kafka.securityProtocol is PLAINTEXT"),
     "client-key-without-certificate": (
         _mtls(clientSecret=KAFKA_USER, certKey=None), (),
         "at '/kafka/tls': missing property 'certKey'"),

@@ -74,10 +74,10 @@ refuses one without the other.
 
 {{/*
 "true" when the chart creates its own Secret: no existingSecret, and something in it is read
-(the judge's key while judging, the SASL password with SASL).
+(the judge's key while judging, the SASL password or the OAuth client secret).
 */}}
 {{- define "groundedness-worker.chartSecret" -}}
-{{- if and (not .Values.existingSecret) (or (include "groundedness-worker.judging" .) (include "groundedness-worker.kafkaSasl" .)) }}true{{ end }}
+{{- if and (not .Values.existingSecret) (or (include "groundedness-worker.judging" .) (include "groundedness-worker.kafkaSecret" .)) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -107,6 +107,27 @@ Name of the Secret holding OPENAI_API_KEY / KAFKA_SASL_PASSWORD: existingSecret 
 */}}
 {{- define "groundedness-worker.kafkaOauth" -}}
 {{- if and (include "groundedness-worker.kafkaSasl" .) (eq (.Values.kafka.sasl.mechanism | default "") "OAUTHBEARER") }}true{{ end }}
+{{- end }}
+
+{{/*
+"true" with OAUTHBEARER through Amazon MSK IAM (kafka.sasl.oauth.provider aws_msk_iam): AWS's
+signer makes the token from the pod's AWS credentials; no client id or secret.
+*/}}
+{{- define "groundedness-worker.kafkaMskIam" -}}
+{{- if and (include "groundedness-worker.kafkaOauth" .) (eq (.Values.kafka.sasl.oauth.provider | default "client_credentials") "aws_msk_iam") }}true{{ end }}
+{{- end }}
+
+{{/*
+"true" with OAUTHBEARER's client-credentials flow: the token endpoint and client id are
+configured, KAFKA_SASL_OAUTH_CLIENT_SECRET is read.
+*/}}
+{{- define "groundedness-worker.kafkaOauthClient" -}}
+{{- if and (include "groundedness-worker.kafkaOauth" .) (not (include "groundedness-worker.kafkaMskIam" .)) }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the pod reads a Kafka secret (SASL password or OAuth client secret). */}}
+{{- define "groundedness-worker.kafkaSecret" -}}
+{{- if or (include "groundedness-worker.kafkaSaslPassword" .) (include "groundedness-worker.kafkaOauthClient" .) }}true{{ end }}
 {{- end }}
 
 {{/* "true" with a SASL username and password (PLAIN / SCRAM): KAFKA_SASL_PASSWORD is read. */}}
@@ -254,6 +275,20 @@ everything again for `--skip-schema-validation`.
 {{- if $sasl.username }}
 {{- fail "kafka.sasl.username is not used with OAUTHBEARER: the worker authenticates as the OAuth client, kafka.sasl.oauth.clientId" }}
 {{- end }}
+{{- if include "groundedness-worker.kafkaMskIam" . }}
+{{- if ne $protocol "SASL_SSL" }}
+{{- fail (printf "kafka.sasl.oauth.provider is aws_msk_iam but kafka.securityProtocol is %s: Amazon MSK takes IAM only over TLS, use SASL_SSL" $protocol) }}
+{{- end }}
+{{- if not $oauth.awsRegion }}
+{{- fail "kafka.sasl.oauth.provider is aws_msk_iam: set kafka.sasl.oauth.awsRegion (the cluster's AWS region, AWS_REGION)" }}
+{{- end }}
+{{- if or $oauth.tokenEndpointUrl $oauth.clientId $oauth.scope }}
+{{- fail "kafka.sasl.oauth.tokenEndpointUrl / clientId / scope are not used with kafka.sasl.oauth.provider aws_msk_iam: AWS's signer makes the token from the pod's AWS credentials" }}
+{{- end }}
+{{- else }}
+{{- if $oauth.awsRegion }}
+{{- fail "kafka.sasl.oauth.awsRegion is set but kafka.sasl.oauth.provider is not aws_msk_iam: the region is used only for Amazon MSK IAM" }}
+{{- end }}
 {{- if not $oauth.tokenEndpointUrl }}
 {{- fail "kafka.sasl.mechanism is OAUTHBEARER: set kafka.sasl.oauth.tokenEndpointUrl (the OAuth token endpoint, KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL)" }}
 {{- end }}
@@ -266,6 +301,7 @@ everything again for `--skip-schema-validation`.
 {{- if and (not .Values.existingSecret) (not .Values.secrets.kafkaSaslOauthClientSecret) }}
 {{- fail (printf "kafka.sasl.mechanism is OAUTHBEARER: set secrets.kafkaSaslOauthClientSecret or existingSecret (key %s)" .Values.secretKeys.kafkaSaslOauthClientSecret) }}
 {{- end }}
+{{- end }}
 {{- else }}
 {{- if not $sasl.username }}
 {{- fail (printf "kafka.securityProtocol is %s: set kafka.sasl.username" $protocol) }}
@@ -277,8 +313,11 @@ everything again for `--skip-schema-validation`.
 {{- else if or $sasl.mechanism $sasl.username }}
 {{- fail (printf "kafka.sasl.* is set but kafka.securityProtocol is %s: use SASL_SSL or SASL_PLAINTEXT" $protocol) }}
 {{- end }}
-{{- if and (not (include "groundedness-worker.kafkaOauth" .)) (or $oauth.tokenEndpointUrl $oauth.clientId $oauth.scope) }}
+{{- if and (not (include "groundedness-worker.kafkaOauth" .)) (or $oauth.tokenEndpointUrl $oauth.clientId $oauth.scope $oauth.awsRegion (eq ($oauth.provider | default "client_credentials") "aws_msk_iam")) }}
 {{- fail (printf "kafka.sasl.oauth.* is set but kafka.sasl.mechanism is %q: the OAuth client is used only with OAUTHBEARER (and kafka.securityProtocol SASL_SSL or SASL_PLAINTEXT)" ($sasl.mechanism | default "")) }}
+{{- end }}
+{{- if and (kindIs "bool" $tls.checkHostname) (not $tls.checkHostname) (not (include "groundedness-worker.kafkaTls" .)) }}
+{{- fail (printf "kafka.tls.checkHostname is false but kafka.securityProtocol is %s: there is no certificate to check without SSL or SASL_SSL" $protocol) }}
 {{- end }}
 {{- if and $tls.caSecret $tls.caConfigMap }}
 {{- fail "set only one of kafka.tls.caSecret and kafka.tls.caConfigMap" }}
