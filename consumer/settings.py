@@ -137,6 +137,12 @@ class Settings(BaseSettings):
     def _events_lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("kafka_ssl_check_hostname", "kafka_sasl_oauth_provider", mode="before")
+    @classmethod
+    def _kafka_words_stripped_lower(cls, value: Any) -> Any:
+        # As KAFKA_SECURITY_PROTOCOL and KAFKA_SASL_MECHANISM take any case.
+        return value.strip().lower() if isinstance(value, str) else value
+
     @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
     @classmethod
     def _upper(cls, value: Any) -> Any:
@@ -246,6 +252,13 @@ class Settings(BaseSettings):
                 "KAFKA_SASL_MECHANISM is OAUTHBEARER, so KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL, "
                 "KAFKA_SASL_OAUTH_CLIENT_ID and KAFKA_SASL_OAUTH_CLIENT_SECRET are all required"
             )
+        elif "@" in (self.kafka_sasl_oauth_token_endpoint_url.partition("://")[2]
+                     .split("/")[0].split("?")[0].split("#")[0]):  # the authority part
+            # user:password@ in the URL would reach logs with it; the value is not echoed.
+            raise ValueError(
+                "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL must not hold credentials (user:password@):"
+                " the client's go in KAFKA_SASL_OAUTH_CLIENT_ID and KAFKA_SASL_OAUTH_CLIENT_SECRET"
+            )
         return self
 
     @model_validator(mode="after")
@@ -258,6 +271,39 @@ class Settings(BaseSettings):
             raise ValueError(
                 "KAFKA_SSL_KEY_PASSWORD is set without KAFKA_SSL_KEYFILE or KAFKA_SSL_CERTFILE"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _security_settings_match_the_protocol(self) -> Settings:
+        # Ignored, a TLS file or a SASL setting would leave the worker retrying a listener it
+        # cannot speak to ("Connection closed") forever. Only what says "use TLS / SASL" is
+        # checked: a password or client secret alone may come with a Secret mounted whole.
+        protocol = self.kafka_security_protocol
+        if protocol not in ("SSL", "SASL_SSL"):
+            for setting, value in (("KAFKA_SSL_CAFILE", self.kafka_ssl_cafile),
+                                   ("KAFKA_SSL_CERTFILE", self.kafka_ssl_certfile),
+                                   ("KAFKA_SSL_KEYFILE", self.kafka_ssl_keyfile)):
+                if value:
+                    use = "SASL_SSL" if protocol == "SASL_PLAINTEXT" else "SSL or SASL_SSL"
+                    raise ValueError(
+                        f"{setting} is set but KAFKA_SECURITY_PROTOCOL is {protocol}: use {use}"
+                    )
+        if not protocol.startswith("SASL_"):
+            provider = self.kafka_sasl_oauth_provider
+            chosen_provider = None if provider == "client_credentials" else provider  # default
+            for setting, value in (
+                ("KAFKA_SASL_MECHANISM", self.kafka_sasl_mechanism),
+                ("KAFKA_SASL_USERNAME", self.kafka_sasl_username),
+                ("KAFKA_SASL_OAUTH_PROVIDER", chosen_provider),
+                ("KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL", self.kafka_sasl_oauth_token_endpoint_url),
+                ("KAFKA_SASL_OAUTH_CLIENT_ID", self.kafka_sasl_oauth_client_id),
+                ("KAFKA_SASL_OAUTH_SCOPE", self.kafka_sasl_oauth_scope),
+            ):
+                if value and value.strip():
+                    use = "SASL_SSL" if protocol == "SSL" else "SASL_PLAINTEXT or SASL_SSL"
+                    raise ValueError(
+                        f"{setting} is set but KAFKA_SECURITY_PROTOCOL is {protocol}: use {use}"
+                    )
         return self
 
     @model_validator(mode="after")

@@ -29,7 +29,10 @@ from consumer.rules.groundedness import Groundedness
 from consumer.rules.registry import GROUNDEDNESS, RuleOptions, build_rules
 from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings
+from consumer.stream import aiokafka_compat
 from consumer.stream.clients import Startable, new_consumer, new_producer, start_client
+from consumer.stream.kafka_errors import Refuse, map_kafka_error
+from consumer.stream.oauth import CachedTokenProvider, OAuthTokenRefused
 from consumer.stream.partitions import Partition
 from consumer.stream.pipeline import Commit, PipelineConfig
 from consumer.stream.sink import KafkaVerdictSink, OutcomeTopics, VerdictSink
@@ -192,6 +195,33 @@ async def start(
     ConfigError; an unreachable broker is retried until ``stop`` if given, else a ConfigError."""
     return await start_client(client, what, bootstrap=settings.kafka_bootstrap_servers,
                               stop=stop)
+
+
+class OAuthRefusalStop:
+    """Stops the worker when the token issuer refuses the client once its token has expired
+    (a revoked secret). aiokafka swallows that error in the connections it opens in the
+    background and would retry forever; the worker instead drains, then exits with the
+    refusal's one line (``error``, a ``ConfigError``: exit code 2)."""
+
+    def __init__(self, client: object, stop: asyncio.Event) -> None:
+        self.error: ConfigError | None = None
+        self._stop = stop
+        provider = aiokafka_compat.oauth_token_provider(client)
+        self._unsubscribe = (provider.on_refused_while_running(self._refused)
+                             if isinstance(provider, CachedTokenProvider) else None)
+
+    def _refused(self, refused: OAuthTokenRefused) -> None:
+        action = map_kafka_error(refused)
+        if self.error is None and isinstance(action, Refuse):
+            self.error = action.error()
+            log.error("kafka_oauth_refused_while_running", error=action.message)
+            self._stop.set()
+
+    def close(self) -> None:
+        """Stop listening (the provider is shared by every client of the process)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
 
 
 @dataclass(frozen=True, slots=True)

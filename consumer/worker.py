@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
 import structlog
 from aiokafka.errors import KafkaError
@@ -24,6 +25,9 @@ from consumer.stream.ownership import PartitionOwnership
 from consumer.stream.partitions import RebalanceHandler
 from consumer.stream.pipeline import Pipeline
 from consumer.stream.source import subscribe
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +55,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     if transactions is not None:
         rebalance = ownership = PartitionOwnership(consumer, transactions, pipeline, stop)
     health = WorkerHealth(consumer, pipeline, stop, waiting=ownership)
+    # Every client shares the consumer's token provider: a revoked secret stops the worker.
+    oauth_refusal = wiring.OAuthRefusalStop(consumer, stop)
     subscribe(consumer, settings.traces_topic, rebalance, observers=[health])
     log.info(
         "worker_starting",
@@ -76,8 +82,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         await health.close()
         if ownership is not None:
             await ownership.close()  # before the consumer: its stop waits for rebalances
-        with contextlib.suppress(KafkaError):
-            await consumer.stop()
+        await _stop_consumer(consumer)
         if producer is not None:
             # Bounded: after the drain, whatever the producer still holds belongs to records
             # whose offsets were not committed (redelivered anyway), and with the broker away
@@ -96,5 +101,22 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         await asyncio.gather(*preflights, return_exceptions=True)
         await rules.close()
         restore_handler()
+        oauth_refusal.close()
         log.info("worker_stopped")
+        if oauth_refusal.error is not None:  # however the run ended: it is why
+            raise oauth_refusal.error  # one line on stderr, exit code 2
 
+
+async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    try:
+        with contextlib.suppress(KafkaError):
+            await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # this task was cancelled: not ours to swallow
+        # aiokafka 0.14: Fetcher.close() awaits the fetch tasks it cancels, and one caught
+        # in its retry sleep (the broker gone, or the token refused) re-raises that
+        # CancelledError into stop(). The consumer is closed all the same for a worker that
+        # is exiting; seen when a revoked OAuth secret stops the worker.
+        log.info("consumer_stop_interrupted_by_aiokafka")

@@ -210,7 +210,9 @@ class ChallengeAwareOAuthAuthenticator(OAuthAuthenticator):  # type: ignore[misc
 
     async def step(self, payload: bytes | None) -> tuple[bytes, bool] | None:
         if self._token_sent and payload:  # a success is an empty response (RFC 7628 3.2.1)
-            raise OAuthTokenRejected(challenge_status(payload))
+            provider = self._sasl_oauth_token_provider
+            raise OAuthTokenRejected(challenge_status(payload),
+                                     rejected_hint=getattr(provider, "rejected_hint", None))
         step: tuple[bytes, bool] | None = await super().step(payload)
         return step
 

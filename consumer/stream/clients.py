@@ -68,13 +68,39 @@ def _secret(value: Any) -> str | None:
 # Built once per configuration (the cache), not once per client: every client of the process
 # shares the TLS context and the token provider, so the worker holds one token, refreshed once.
 
+# path, inode, mtime_ns, size: a file replaced (a new inode) or rewritten in place changes it.
+# None: not there (refused).
+FileStamp = tuple[str, int, int, int] | None
 
-@functools.lru_cache(maxsize=8)
+
 def tls_context(cafile: str | None, certfile: str | None, keyfile: str | None,
                 key_password: str | None, check_hostname: bool) -> ssl.SSLContext:
     """The TLS context: the CA (else the system's), the client certificate chain and key for
     mutual TLS, hostname verification unless turned off. A file that cannot be loaded is a
-    ConfigError naming its setting."""
+    ConfigError naming its setting.
+
+    Cached on the files' stamps as well as their paths: certificates rotated in place (Strimzi,
+    cert-manager) are read again by the next client made; a client keeps the context it was
+    made with, for all its connections (docs/configuration.md: restart after a renewal)."""
+    stamps = tuple(_stamp(path) for path in (cafile, certfile, keyfile))
+    return _tls_context(cafile, certfile, keyfile, key_password, check_hostname, stamps)
+
+
+def _stamp(path: str | None) -> FileStamp:
+    if path is None:
+        return None
+    try:
+        status = Path(path).stat()  # through the symlink a mounted Secret swaps at rotation
+    except OSError:
+        return None
+    return (path, status.st_ino, status.st_mtime_ns, status.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _tls_context(cafile: str | None, certfile: str | None, keyfile: str | None,
+                 key_password: str | None, check_hostname: bool,
+                 stamps: tuple[FileStamp, ...]) -> ssl.SSLContext:
+    del stamps  # only part of the cache's key
     for setting, path in (("KAFKA_SSL_CAFILE", cafile), ("KAFKA_SSL_CERTFILE", certfile),
                           ("KAFKA_SSL_KEYFILE", keyfile)):
         if path is not None and not Path(path).is_file():
@@ -107,8 +133,11 @@ def _load_client_certificate(context: ssl.SSLContext, certfile: str, keyfile: st
         context.load_cert_chain(certfile, keyfile, password)
     except ssl.SSLError as exc:
         reason = str(exc.reason or "")
-        if reason == "KEY_VALUES_MISMATCH":
+        if reason in ("KEY_VALUES_MISMATCH", "NO_CERTIFICATE_ASSIGNED"):
+            # NO_CERTIFICATE_ASSIGNED: a key of another type (EC) than the certificate (RSA).
             message = f"KAFKA_SSL_KEYFILE does not match the certificate in {certfile}"
+        elif keyfile is None and not _holds_a_private_key(certfile):
+            message = "KAFKA_SSL_CERTFILE holds no private key: set KAFKA_SSL_KEYFILE"
         elif asked and key_password is None:
             message = "KAFKA_SSL_KEYFILE is encrypted: set KAFKA_SSL_KEY_PASSWORD"
         elif asked:
@@ -117,6 +146,14 @@ def _load_client_certificate(context: ssl.SSLContext, certfile: str, keyfile: st
             message = (f"KAFKA_SSL_CERTFILE / KAFKA_SSL_KEYFILE: cannot load the client "
                        f"certificate and key ({reason or 'not PEM'})")
         raise ConfigError(message) from None
+
+
+def _holds_a_private_key(path: str) -> bool:
+    """Whether a PEM file holds a key (any kind: PKCS#8, RSA, EC, encrypted) after its chain."""
+    try:
+        return "PRIVATE KEY-----" in Path(path).read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return True  # unreadable: OpenSSL's own reason says more
 
 
 @functools.lru_cache(maxsize=8)

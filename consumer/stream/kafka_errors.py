@@ -31,7 +31,11 @@ from aiokafka.errors import (
 )
 
 from consumer.errors import ConfigError
-from consumer.stream.oauth import OAuthTokenRefused, OAuthTokenRejected
+from consumer.stream.oauth import (
+    CLIENT_CREDENTIALS_REJECTED_HINT,
+    OAuthTokenRefused,
+    OAuthTokenRejected,
+)
 
 AUTH_ERRORS = (SaslAuthenticationFailed, AuthenticationFailedError, UnsupportedSaslMechanismError)
 _MAX_REASON_CHARS = 400
@@ -92,9 +96,7 @@ def map_kafka_error(error: BaseException, where: str = "") -> KafkaAction:
         return Refuse(
             f"kafka_oauth_failed: {broker} refused the OAuth token "
             f"({error.args[0] if error.args else 'invalid_token'}): "
-            "the token endpoint's issuer, audience or signing key is not the one the "
-            "broker validates (check KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL and "
-            "KAFKA_SASL_OAUTH_SCOPE; the broker's log says which claim it refused)"
+            f"{error.rejected_hint or CLIENT_CREDENTIALS_REJECTED_HINT}"
         )
     if isinstance(error, AUTH_ERRORS):
         reason = f"the broker {where} refused the credentials: {error}"[:_MAX_REASON_CHARS]

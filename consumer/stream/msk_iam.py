@@ -25,6 +25,8 @@ class MskIamTokenProvider(CachedTokenProvider):
     """Tokens from AWS's MSK IAM signer for one region."""
 
     hint = " (check the AWS credentials in the environment and AWS_REGION)"
+    rejected_hint = ("the cluster does not accept the signed IAM identity (check AWS_REGION "
+                     "is the cluster's, and that the IAM policy allows kafka-cluster:Connect)")
 
     def __init__(self, region: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(clock=clock)

@@ -303,6 +303,50 @@ async def test_a_token_the_broker_refuses_is_one_line_with_exit_code_2(
 
 # ---------------------------------------------------------------------------- token refresh
 
+REVOKED_LIFETIME_S = 6
+
+
+async def test_a_secret_revoked_while_running_stops_the_worker_with_exit_code_2(
+    tls_broker: TlsBroker, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+) -> None:
+    """The worker judges with 6 s tokens; then the endpoint refuses the client (a revoked
+    secret). Once its token expired the broker drops the connections, and aiokafka, which
+    swallows the refusal in its background connections, would retry for ever: the worker
+    drains and exits with the one line instead."""
+    _, server = fake_judge
+    oauth = tls_broker.oauth
+    topics = Topics.fresh("tls-revoked")
+    plaintext = tls_broker.addresses["plaintext"]
+    await create_topics(plaintext, topics, partitions=1)
+    await produce(plaintext, topics.traces, [trace("t-1", "An answer. [[score=5]]")])
+    oauth.lifetime_s = REVOKED_LIFETIME_S
+    try:
+        async with (WorkerPool(tmp_path) as pool,
+                    VerdictCollector(plaintext, topics.verdicts) as got):
+            worker = await pool.start(env_for(tls_broker, "oauth", topics, server.url))
+            assert await got.wait_for({"t-1"}, timeout_s=60), worker.log()[-3000:]
+            requests_before = oauth.token_requests
+            oauth.refusing = True
+            exit_code = await asyncio.wait_for(worker.process.wait(), timeout=120)
+            refused_requests = oauth.token_requests - requests_before
+    finally:
+        oauth.refusing, oauth.lifetime_s = False, 3600
+    log = worker.log()
+    assert exit_code == 2, log[-3000:]
+    line = _the_line(log, "kafka_oauth_failed: ")
+    assert line == (
+        f"kafka_oauth_failed: the token endpoint {oauth.token_url}: refused the client: "
+        "HTTP 401 invalid_client (check KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL, "
+        "KAFKA_SASL_OAUTH_CLIENT_ID, KAFKA_SASL_OAUTH_CLIENT_SECRET and KAFKA_SASL_OAUTH_SCOPE)")
+    assert not tracebacks(log), log[-3000:]
+    for secret in secrets(tls_broker):
+        assert secret not in log
+    # Refused while the token was valid: logged and retried (1 s doubling); then it stopped.
+    assert 1 <= refused_requests <= 10, (refused_requests, log[-3000:])
+    print(f"revoked: exit 2 after {refused_requests} refused token requests: {line}")
+
+
+
 REFRESH_LIFETIME_S = 20
 REFRESH_RUN_S = 180
 TRACES_PER_S = 10

@@ -16,6 +16,8 @@ import contextlib
 import datetime as dt
 import ipaddress
 import logging
+import os
+import shutil
 import socket
 import ssl
 import threading
@@ -29,7 +31,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from consumer.errors import ConfigError
@@ -272,6 +274,35 @@ async def test_a_client_certificate_the_broker_does_not_trust_is_refused(
     assert "KAFKA_SSL_KEYFILE" in message
 
 
+def mount(mounted: dict[str, str], certfile: str, keyfile: str) -> None:
+    """Put these files at the mounted paths as Kubernetes' atomic writer does: new files
+    under the same names."""
+    for setting, source in (("kafka_ssl_certfile", certfile), ("kafka_ssl_keyfile", keyfile)):
+        staged = f"{mounted[setting]}.new"
+        shutil.copyfile(source, staged)
+        os.replace(staged, mounted[setting])
+
+
+async def test_certificates_rotated_in_place_are_read_by_the_next_client(
+    serve: Any, pki: Pki, tmp_path: Path,
+) -> None:
+    """Strimzi and cert-manager renew a client certificate by swapping the mounted files: the
+    next client made (a restarted consumer, a new transactional producer) must present it."""
+    server = serve(mutual=True)
+    mounted = {"kafka_ssl_certfile": str(tmp_path / "user.crt"),
+               "kafka_ssl_keyfile": str(tmp_path / "user.key")}
+    # Not yet renewed: a certificate the broker does not trust.
+    mount(mounted, pki.foreign_client_cert, pki.foreign_client_key)
+    with pytest.raises(ConfigError, match="refused the client certificate"):
+        await start_against(server, pki, **mounted)
+
+    renewed_key, renewed_cert = issue(pki.ca, "worker", client=True)
+    mount(mounted, write_cert(tmp_path / "new.crt", renewed_cert),
+          write_key(tmp_path / "new.key", renewed_key))
+    outcome = await start_against(server, pki, **mounted)
+    assert isinstance(outcome, Retry), "the renewed certificate passed the handshake"
+
+
 async def test_mutual_tls_with_the_right_certificate_and_key_password_passes(
     serve: Any, pki: Pki,
 ) -> None:
@@ -306,6 +337,27 @@ def test_a_missing_client_key_names_its_setting(pki: Pki, tmp_path: Path) -> Non
 def test_a_key_that_does_not_match_its_certificate_is_refused(pki: Pki) -> None:
     with pytest.raises(ConfigError, match=r"^KAFKA_SSL_KEYFILE does not match the certificate"):
         tls_context(pki.cafile, pki.client_cert, pki.foreign_client_key, None, True)
+
+
+def test_a_key_of_another_type_than_its_certificate_does_not_match(
+    pki: Pki, tmp_path: Path,
+) -> None:
+    """An RSA key for an EC certificate: OpenSSL says NO_CERTIFICATE_ASSIGNED, not a mismatch."""
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    keyfile = tmp_path / "rsa.key"
+    keyfile.write_bytes(rsa_key.private_bytes(serialization.Encoding.PEM,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    with pytest.raises(ConfigError) as refused:
+        tls_context(pki.cafile, pki.client_cert, str(keyfile), None, True)
+    assert str(refused.value) == (
+        f"KAFKA_SSL_KEYFILE does not match the certificate in {pki.client_cert}")
+
+
+def test_a_certificate_file_without_its_key_asks_for_the_keyfile(pki: Pki) -> None:
+    with pytest.raises(ConfigError) as refused:
+        tls_context(pki.cafile, pki.client_cert, None, None, True)
+    assert str(refused.value) == "KAFKA_SSL_CERTFILE holds no private key: set KAFKA_SSL_KEYFILE"
 
 
 def test_a_wrong_key_password_is_refused_without_echoing_it(pki: Pki) -> None:
@@ -377,6 +429,32 @@ async def test_every_client_shares_one_tls_context_and_one_token_provider(pki: P
                       "kafka_sasl_oauth_provider": "aws_msk_iam"},
                      "KAFKA_SASL_OAUTH_PROVIDER is aws_msk_iam, so AWS_REGION is required",
                      id="msk-region"),
+        # Settings the protocol would ignore: the worker would retry a listener it cannot
+        # speak to ("Connection closed") forever.
+        pytest.param({"kafka_ssl_certfile": "user.crt", "kafka_ssl_keyfile": "user.key"},
+                     "KAFKA_SSL_CERTFILE is set but KAFKA_SECURITY_PROTOCOL is PLAINTEXT: use "
+                     "SSL or SASL_SSL", id="client-certificate-on-plaintext"),
+        pytest.param({"kafka_ssl_cafile": "ca.crt"},
+                     "KAFKA_SSL_CAFILE is set but KAFKA_SECURITY_PROTOCOL is PLAINTEXT: use SSL "
+                     "or SASL_SSL", id="ca-on-plaintext"),
+        pytest.param({"kafka_security_protocol": "SASL_PLAINTEXT", "kafka_ssl_cafile": "ca.crt",
+                      "kafka_sasl_mechanism": "PLAIN", "kafka_sasl_username": "u",
+                      "kafka_sasl_password": "p"},
+                     "KAFKA_SSL_CAFILE is set but KAFKA_SECURITY_PROTOCOL is SASL_PLAINTEXT: use "
+                     "SASL_SSL", id="ca-on-sasl-plaintext"),
+        pytest.param({"kafka_sasl_mechanism": "oauthbearer",
+                      "kafka_sasl_oauth_token_endpoint_url": "https://idp/token"},
+                     "KAFKA_SASL_MECHANISM is set but KAFKA_SECURITY_PROTOCOL is PLAINTEXT: use "
+                     "SASL_PLAINTEXT or SASL_SSL", id="mechanism-on-plaintext"),
+        pytest.param({"kafka_security_protocol": "SSL", "kafka_sasl_username": "u"},
+                     "KAFKA_SASL_USERNAME is set but KAFKA_SECURITY_PROTOCOL is SSL: use SASL_SSL",
+                     id="username-on-ssl"),
+        pytest.param({"kafka_security_protocol": "ssl", "kafka_sasl_oauth_client_id": "worker"},
+                     "KAFKA_SASL_OAUTH_CLIENT_ID is set but KAFKA_SECURITY_PROTOCOL is SSL: use "
+                     "SASL_SSL", id="oauth-client-on-ssl"),
+        pytest.param({"kafka_sasl_oauth_provider": "aws_msk_iam"},
+                     "KAFKA_SASL_OAUTH_PROVIDER is set but KAFKA_SECURITY_PROTOCOL is PLAINTEXT: "
+                     "use SASL_PLAINTEXT or SASL_SSL", id="msk-on-plaintext"),
     ],
 )
 def test_an_inconsistent_combination_is_one_line(
@@ -399,9 +477,26 @@ def test_oauthbearer_needs_no_username_and_msk_needs_no_client_secret(
     assert settings.aws_region == "eu-west-1"
 
 
+def test_what_a_chart_or_a_shared_secret_leaves_on_plaintext_is_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Blank TLS/SASL values (a chart renders them so), and passwords alone (a Secret mounted
+    whole), are no sign of a protocol left at PLAINTEXT by mistake."""
+    for name in ("KAFKA_SSL_CAFILE", "KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE",
+                 "KAFKA_SASL_MECHANISM", "KAFKA_SASL_OAUTH_PROVIDER",
+                 "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL", "KAFKA_SASL_OAUTH_CLIENT_ID",
+                 "KAFKA_SASL_OAUTH_SCOPE", "KAFKA_SASL_USERNAME"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "pw-from-a-shared-secret")
+    monkeypatch.setenv("KAFKA_SASL_OAUTH_CLIENT_SECRET", "cs-from-a-shared-secret")
+    settings = load_settings(require_threshold=False)
+    assert settings.kafka_security_protocol == "PLAINTEXT"
+    assert "ssl_context" not in client_options(settings, "plain")
+
+
 def test_the_new_secrets_are_redacted_everywhere() -> None:
-    settings = Settings(kafka_ssl_key_password="kp-1", kafka_ssl_certfile="c",
-                        kafka_sasl_oauth_client_secret="cs-2")
+    settings = Settings(kafka_security_protocol="SSL", kafka_ssl_key_password="kp-1",
+                        kafka_ssl_certfile="c", kafka_sasl_oauth_client_secret="cs-2")
     assert {"kp-1", "cs-2"} <= set(settings.secrets())
     assert "kp-1" not in repr(settings)
     assert "cs-2" not in repr(settings)

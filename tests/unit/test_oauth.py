@@ -25,16 +25,19 @@ from consumer.settings import Settings
 from consumer.stream.clients import client_options, start_once
 from consumer.stream.kafka_errors import Refuse, Retry, map_kafka_error
 from consumer.stream.oauth import (
+    DEFAULT_LIFETIME_S,
+    EXPIRY_MARGIN_S,
     ClientCredentialsTokenProvider,
     OAuthTokenRefused,
     OAuthTokenUnavailable,
     jwt_lifetime,
+    token_lifetime,
 )
 from tests.support.ports import free_port
 
 CLIENT_ID = "groundedness-worker"
 CLIENT_SECRET = "oauth-Client-Secret-61"
-LIFETIME_S = 10
+LIFETIME_S = 100
 
 
 class TokenEndpoint:
@@ -46,6 +49,8 @@ class TokenEndpoint:
         self.token_prefix = "token-"
         self.expires_in: Any = LIFETIME_S
         self.requests: list[dict[str, list[str]]] = []
+        self.answering = threading.Event()  # cleared: requests wait (a slow issuer)
+        self.answering.set()
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,8 +58,11 @@ class TokenEndpoint:
                 length = int(self.headers.get("Content-Length", "0"))
                 form = parse_qs(self.rfile.read(length).decode())
                 endpoint.requests.append(form)
+                endpoint.answering.wait(30)
                 expected = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
-                if endpoint.status != 200:
+                if endpoint.status == 401:
+                    self._answer(401, {"error": "invalid_client"})
+                elif endpoint.status != 200:
                     self._answer(endpoint.status, {"error": "temporarily_unavailable"})
                 elif self.headers.get("Authorization") != f"Basic {expected}":
                     self._answer(401, {"error": "invalid_client",
@@ -86,6 +94,7 @@ class TokenEndpoint:
         self._thread.start()
 
     def close(self) -> None:
+        self.answering.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -120,8 +129,42 @@ async def test_the_token_is_cached_then_refreshed_before_it_expires(
     clock.now += 0.79 * LIFETIME_S
     assert await provider.token() == "token-1", "not yet due: the cached token"
     clock.now += 0.02 * LIFETIME_S  # past 80% of its lifetime, before its expiry
+    assert await provider.token() == "token-1", "still valid: served while it is refreshed"
+    await provider.fetched()
     assert await provider.token() == "token-2"
     assert len(endpoint.requests) == 2
+
+
+async def test_a_token_is_not_handed_out_in_its_last_seconds(endpoint: TokenEndpoint) -> None:
+    # The issuer's `exp` is whole seconds from when it signed, before its answer arrived: a
+    # token handed out in its last moments reaches a broker that already closes it.
+    clock = Clock()
+    provider = provider_for(endpoint, clock)
+    await provider.token()
+    endpoint.answering.clear()  # the refresh hangs: only the old token could be served
+    clock.now += LIFETIME_S - EXPIRY_MARGIN_S + 0.1
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(provider.token(), 0.5)  # a guard, not a timing: it waits
+    endpoint.answering.set()
+    assert await provider.token() == "token-2"
+
+
+async def test_a_slow_refresh_does_not_hold_the_connection_while_the_token_is_valid(
+    endpoint: TokenEndpoint,
+) -> None:
+    clock = Clock()
+    provider = provider_for(endpoint, clock)
+    await provider.token()
+    endpoint.answering.clear()  # the issuer holds every answer until told
+    clock.now += 0.9 * LIFETIME_S
+    # A guard against a hang, not a timing: the endpoint answers nothing until released.
+    tokens = await asyncio.wait_for(
+        asyncio.gather(*(provider.token() for _ in range(5))), 10)
+    assert tokens == ["token-1"] * 5, "served at once, the refresh in the background"
+    endpoint.answering.set()
+    await provider.fetched()
+    assert len(endpoint.requests) == 2, "one refresh for the five callers"
+    assert await provider.token() == "token-2"
 
 
 async def test_concurrent_callers_share_one_fetch(endpoint: TokenEndpoint) -> None:
@@ -141,6 +184,7 @@ async def test_a_failed_refresh_serves_the_valid_token_then_never_an_expired_one
     clock.now += 0.9 * LIFETIME_S
     with structlog.testing.capture_logs() as logs:
         assert await provider.token() == "token-1", "still valid: served while the issuer is down"
+        await provider.fetched()
         assert await provider.token() == "token-1", "the retry is not due yet: no new request"
     assert len(endpoint.requests) == 2
     assert [log["event"] for log in logs] == ["kafka_oauth_refresh_failed"]
@@ -155,28 +199,126 @@ async def test_a_failed_refresh_serves_the_valid_token_then_never_an_expired_one
     assert await provider.token() == "token-4", "the issuer is back: a fresh token"
 
 
+async def test_an_expired_token_and_a_failing_issuer_cost_one_request_per_retry(
+    endpoint: TokenEndpoint,
+) -> None:
+    """Every connection aiokafka opens asks for a token: once it has expired and the issuer
+    fails, they share one request, then fail at once until the retry is due (1 s doubling)."""
+    clock = Clock()
+    provider = provider_for(endpoint, clock)
+    await provider.token()
+    endpoint.status = 500
+    clock.now += LIFETIME_S + 1  # expired: nobody asked while it was being refreshed
+    requests_at: list[int] = []
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(6):  # six retries, each tried by ten connections at the same instant
+            failures = await asyncio.gather(*(provider.token() for _ in range(10)),
+                                            return_exceptions=True)
+            assert all(isinstance(f, OAuthTokenUnavailable) for f in failures), failures
+            requests_at.append(len(endpoint.requests))
+            again = await asyncio.gather(*(provider.token() for _ in range(10)),
+                                         return_exceptions=True)
+            assert all(isinstance(f, OAuthTokenUnavailable) for f in again)
+            assert len(endpoint.requests) == requests_at[-1], "waiting: no request"
+            clock.now += logs[-1]["retry_in_s"]
+    assert requests_at == [2, 3, 4, 5, 6, 7], "one request per retry, whoever asks"
+    assert [log["retry_in_s"] for log in logs] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]
+    assert [log["event"] for log in logs] == ["kafka_oauth_refresh_failed"] * 6
+
+
+async def test_concurrent_callers_without_a_valid_token_share_one_fetch(
+    endpoint: TokenEndpoint,
+) -> None:
+    clock = Clock()
+    provider = provider_for(endpoint, clock)
+    await provider.token()
+    clock.now += LIFETIME_S + 1
+    tokens = await asyncio.gather(*(provider.token() for _ in range(10)))
+    assert tokens == ["token-2"] * 10
+    assert len(endpoint.requests) == 2
+
+
 async def test_a_refusal_after_expiry_is_a_configuration_error(endpoint: TokenEndpoint) -> None:
     clock = Clock()
     provider = provider_for(endpoint, clock)
     await provider.token()
     endpoint.status = 401  # the secret was revoked
     clock.now += LIFETIME_S + 1
+    told: list[OAuthTokenRefused] = []
+    provider.on_refused_while_running(told.append)
     with pytest.raises(OAuthTokenRefused) as refused:
         await provider.token()
-    assert isinstance(map_kafka_error(refused.value), Refuse)
+    with pytest.raises(OAuthTokenRefused):
+        await provider.token()  # the retry is not due: the same refusal, no request
+    assert len(endpoint.requests) == 2
+    assert told == [refused.value], "the worker is told once, to stop"
+    assert provider.refused_while_running is refused.value
+    action = map_kafka_error(refused.value)
+    assert isinstance(action, Refuse)
+    assert action.message == (
+        f"kafka_oauth_failed: the token endpoint {endpoint.url}: refused the client: HTTP 401 "
+        "invalid_client (check KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL, KAFKA_SASL_OAUTH_CLIENT_ID, "
+        "KAFKA_SASL_OAUTH_CLIENT_SECRET and KAFKA_SASL_OAUTH_SCOPE)")
+
+
+async def test_a_refusal_while_the_token_is_valid_is_only_logged(
+    endpoint: TokenEndpoint,
+) -> None:
+    clock = Clock()
+    provider = provider_for(endpoint, clock)
+    await provider.token()
+    told: list[OAuthTokenRefused] = []
+    provider.on_refused_while_running(told.append)
+    endpoint.status = 401
+    clock.now += 0.85 * LIFETIME_S
+    assert await provider.token() == "token-1"
+    await provider.fetched()
+    endpoint.status = 200  # fixed before the token expired
+    clock.now += 1
+    assert await provider.token() == "token-1"
+    await provider.fetched()
+    assert await provider.token() == "token-3"
+    assert told == []
+
+
+async def test_a_redirect_is_not_followed(endpoint: TokenEndpoint) -> None:
+    endpoint.status = 302
+    with pytest.raises(OAuthTokenRefused) as refused:
+        await provider_for(endpoint, Clock()).token()
+    assert ": redirected (not followed): HTTP 302 (check" in str(refused.value)
 
 
 @pytest.mark.parametrize(
-    ("expires_in", "lifetime_s"), [(None, 60), ("30", 30)], ids=["absent", "string"])
+    ("expires_in", "lifetime_s"),
+    [(None, 60), ("30", 30), (10**400, 60), (float("nan"), 60), ("NaN", 60),
+     (float("inf"), 60), (0, 60), (-5, 60), (10**8, 60), (True, 60)],
+    ids=["absent", "string", "huge", "nan", "nan-string", "inf", "zero", "negative",
+         "over-10^7", "bool"])
 async def test_a_token_without_a_usable_expires_in_still_expires(
     endpoint: TokenEndpoint, expires_in: Any, lifetime_s: float,
 ) -> None:
     endpoint.expires_in = expires_in
     clock = Clock()
     provider = provider_for(endpoint, clock)
+    assert await provider.token() == "token-1"
+    clock.now += 0.79 * lifetime_s
+    assert await provider.token() == "token-1", "cached until 80% of the lifetime"
+    await provider.fetched()
+    assert len(endpoint.requests) == 1
+    clock.now += 0.02 * lifetime_s
     await provider.token()
-    clock.now += 0.81 * lifetime_s
+    await provider.fetched()
     assert await provider.token() == "token-2"
+
+
+def test_a_lifetime_comes_from_expires_in_else_the_jwt_else_the_default() -> None:
+    payload = base64.urlsafe_b64encode(json.dumps({"exp": 1300}).encode()).decode().rstrip("=")
+    jwt = f"h.{payload}.s"
+    assert token_lifetime(120, jwt, 1000.0) == 120
+    assert token_lifetime(float("nan"), jwt, 1000.0) == 300
+    assert token_lifetime(0, jwt, 1000.0) == 300
+    assert token_lifetime(10**400, "opaque", 1000.0) == DEFAULT_LIFETIME_S
+    assert token_lifetime(None, jwt, 2000.0) == DEFAULT_LIFETIME_S, "an expired exp"
 
 
 def test_a_jwt_says_its_own_lifetime() -> None:

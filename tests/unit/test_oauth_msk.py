@@ -18,7 +18,7 @@ from consumer.settings import Settings
 from consumer.stream.clients import client_options
 from consumer.stream.kafka_errors import Refuse, map_kafka_error
 from consumer.stream.msk_iam import MskIamTokenProvider
-from consumer.stream.oauth import REFRESH_AT, OAuthTokenRefused
+from consumer.stream.oauth import REFRESH_AT, OAuthTokenRefused, OAuthTokenRejected
 
 ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # AWS's documented example
@@ -83,7 +83,8 @@ async def test_the_token_is_reused_until_80_percent_of_its_15_minutes(
     assert await provider.token() == first
     assert signed == ["us-east-1"]
     now[0] = (REFRESH_AT + 0.01) * 900
-    await provider.token()
+    assert await provider.token() == first, "still valid: served while it is refreshed"
+    await provider.fetched()
     assert signed == ["us-east-1", "us-east-1"]
 
 
@@ -108,3 +109,15 @@ async def test_the_settings_select_it(monkeypatch: pytest.MonkeyPatch) -> None:
     provider = client_options(settings, "msk")["sasl_oauth_token_provider"]
     assert isinstance(provider, MskIamTokenProvider)
     assert provider.region == "ap-southeast-2"
+
+
+def test_a_token_the_cluster_refuses_points_at_iam_not_at_a_token_endpoint() -> None:
+    # As the OAUTHBEARER authenticator raises it, with the provider's hint.
+    refused = OAuthTokenRejected("invalid_token", rejected_hint=MskIamTokenProvider.rejected_hint)
+    action = map_kafka_error(refused, "b-1.msk.example:9098")
+    assert isinstance(action, Refuse)
+    assert action.message.startswith(
+        "kafka_oauth_failed: the broker b-1.msk.example:9098 refused the OAuth token "
+        "(invalid_token): the cluster does not accept the signed IAM identity")
+    assert "AWS_REGION" in action.message
+    assert "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL" not in action.message

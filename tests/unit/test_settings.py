@@ -338,3 +338,22 @@ def test_a_blank_cost_control_is_unset(
         1.0, None, 10_000)
     assert (settings.judge_price_input_per_million,
             settings.judge_price_output_per_million) == (None, None)
+
+
+@pytest.mark.parametrize("written", [" false ", "FALSE", "False\n"])
+def test_hostname_verification_off_is_read_however_it_is_written(
+    written: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KAFKA_SSL_CHECK_HOSTNAME", written)
+    assert load_settings(require_threshold=False).kafka_ssl_check_hostname is False
+
+
+@pytest.mark.parametrize("written", ["AWS_MSK_IAM", " Aws_Msk_Iam "])
+def test_the_oauth_provider_takes_any_case_as_the_mechanism_does(
+    written: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    settings = load_settings(require_threshold=False, kafka_security_protocol="sasl_ssl",
+                             kafka_sasl_mechanism="OAuthBearer",
+                             kafka_sasl_oauth_provider=written)
+    assert settings.kafka_sasl_oauth_provider == "aws_msk_iam"
