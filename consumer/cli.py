@@ -119,8 +119,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(*, progress_bar: bool = False, require_threshold: bool = True) -> Settings:
-    settings = load_settings(require_threshold=require_threshold)
+def _settings(*, progress_bar: bool = False, require_threshold: bool = True,
+              kafka: bool = False) -> Settings:
+    """``kafka``: the command connects to Kafka, so its security settings must agree."""
+    settings = load_settings(require_threshold=require_threshold, kafka=kafka)
     level = settings.log_level
     if progress_bar and interactive() and level == "info":
         level = "warning"  # a person watches the bar; per-record lines would bury it
@@ -131,7 +133,7 @@ def _settings(*, progress_bar: bool = False, require_threshold: bool = True) -> 
 def _run(_: argparse.Namespace) -> int:
     from consumer.worker import run_worker
 
-    settings = _settings()
+    settings = _settings(kafka=True)
     # What start-up imported (~150k objects, the openai SDK's models most of them) lives as
     # long as the process: keep it out of the cyclic collector's full passes, each of which
     # would otherwise walk it all (~0.1 s, measured landing on the first judge calls).
@@ -150,7 +152,7 @@ def _local_judge(args: argparse.Namespace) -> int:
 def _load_sample(args: argparse.Namespace) -> int:
     from consumer.commands.sample import load_sample
 
-    settings = load_settings(require_threshold=False)
+    settings = load_settings(require_threshold=False, kafka=True)
     configure_logging(settings.log_level, settings.log_format, settings.secrets())
     count = asyncio.run(load_sample(settings, args.topic or settings.traces_topic, args.limit))
     print(f"loaded {count} traces into {args.topic or settings.traces_topic}")
@@ -170,7 +172,7 @@ def _replay(args: argparse.Namespace) -> int:
                           "(run --dry-run alone for the estimate)")
     if args.batch_state is not None and not args.batch:
         raise ConfigError("--batch-state is the state of a --batch replay: add --batch")
-    settings = _settings(progress_bar=True)
+    settings = _settings(progress_bar=True, kafka=True)
     request = ReplayRequest(
         topic=args.topic or settings.traces_topic, start=start, end=end,
         dry_run=args.dry_run, price_per_million_tokens=args.price_per_million_tokens,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from typing import Annotated, Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -252,13 +252,8 @@ class Settings(BaseSettings):
                 "KAFKA_SASL_MECHANISM is OAUTHBEARER, so KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL, "
                 "KAFKA_SASL_OAUTH_CLIENT_ID and KAFKA_SASL_OAUTH_CLIENT_SECRET are all required"
             )
-        elif "@" in (self.kafka_sasl_oauth_token_endpoint_url.partition("://")[2]
-                     .split("/")[0].split("?")[0].split("#")[0]):  # the authority part
-            # user:password@ in the URL would reach logs with it; the value is not echoed.
-            raise ValueError(
-                "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL must not hold credentials (user:password@):"
-                " the client's go in KAFKA_SASL_OAUTH_CLIENT_ID and KAFKA_SASL_OAUTH_CLIENT_SECRET"
-            )
+        elif problem := token_endpoint_problem(self.kafka_sasl_oauth_token_endpoint_url):
+            raise ValueError(f"KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL {problem}")
         return self
 
     @model_validator(mode="after")
@@ -273,11 +268,21 @@ class Settings(BaseSettings):
             )
         return self
 
-    @model_validator(mode="after")
-    def _security_settings_match_the_protocol(self) -> Settings:
-        # Ignored, a TLS file or a SASL setting would leave the worker retrying a listener it
-        # cannot speak to ("Connection closed") forever. Only what says "use TLS / SASL" is
-        # checked: a password or client secret alone may come with a Secret mounted whole.
+    def check_kafka_security(self) -> None:
+        """For the commands that connect to Kafka (``run``, ``replay``, ``load-sample``): a
+        ConfigError, one line, for a TLS file or SASL setting the protocol would ignore.
+
+        Ignored, it would leave the worker retrying a listener it cannot speak to
+        ("Connection closed") forever. Not a validator: ``check`` and ``eval`` never connect,
+        and a variable left in the shell must not stop them. Only what says "use TLS / SASL"
+        is checked: a password or client secret alone may come with a Secret mounted whole.
+        """
+        try:
+            self._security_settings_match_the_protocol()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def _security_settings_match_the_protocol(self) -> None:
         protocol = self.kafka_security_protocol
         if protocol not in ("SSL", "SASL_SSL"):
             for setting, value in (("KAFKA_SSL_CAFILE", self.kafka_ssl_cafile),
@@ -304,7 +309,6 @@ class Settings(BaseSettings):
                     raise ValueError(
                         f"{setting} is set but KAFKA_SECURITY_PROTOCOL is {protocol}: use {use}"
                     )
-        return self
 
     @model_validator(mode="after")
     def _max_wait_covers_quiet(self) -> Settings:
@@ -376,11 +380,30 @@ def header_secrets(headers: str) -> list[str]:
     return list(dict.fromkeys(piece for piece in pieces if len(piece) >= MIN_HEADER_SECRET_CHARS))
 
 
-def load_settings(*, require_threshold: bool = True, **overrides: Any) -> Settings:
+def token_endpoint_problem(url: str) -> str | None:
+    """What makes ``url`` no token endpoint, in words that never echo it (its userinfo would
+    be a password): an http(s) URL with a host and no ``user:password@``. Else None."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        return "is not a valid URL"
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return "must be an http:// or https:// URL with a host"
+    if parts.username is not None or parts.password is not None:
+        # user:password@ in the URL would reach logs with it.
+        return ("must not hold credentials (user:password@): the client's go in "
+                "KAFKA_SASL_OAUTH_CLIENT_ID and KAFKA_SASL_OAUTH_CLIENT_SECRET")
+    return None
+
+
+def load_settings(*, require_threshold: bool = True, kafka: bool = False,
+                  **overrides: Any) -> Settings:
     """Read and validate the environment, raising ConfigError with one clear line.
 
     ``require_threshold=False`` is for commands that never judge (loading sample traces);
     without ``groundedness`` in ``RULES`` nothing is judged either, and no threshold is needed.
+    ``kafka=True`` is for commands that connect to Kafka: ``Settings.check_kafka_security``.
     """
     try:
         settings = Settings(**overrides)
@@ -388,6 +411,8 @@ def load_settings(*, require_threshold: bool = True, **overrides: Any) -> Settin
         raise ConfigError(describe(exc)) from None
     if require_threshold and settings.judging and settings.min_acceptable_score is None:
         raise ConfigError(SCORE_REQUIRED)
+    if kafka:
+        settings.check_kafka_security()
     return settings
 
 

@@ -117,6 +117,8 @@ async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:
             raise  # this task was cancelled: not ours to swallow
         # aiokafka 0.14: Fetcher.close() awaits the fetch tasks it cancels, and one caught
         # in its retry sleep (the broker gone, or the token refused) re-raises that
-        # CancelledError into stop(). The consumer is closed all the same for a worker that
-        # is exiting; seen when a revoked OAuth secret stops the worker.
+        # CancelledError into stop(), which then never closes its client: its connections
+        # and metadata sync task would outlive the consumer. Closed here instead, bounded.
+        # Seen when a revoked OAuth secret stops the worker.
         log.info("consumer_stop_interrupted_by_aiokafka")
+        await aiokafka_compat.close_client(consumer)

@@ -1,11 +1,13 @@
 """Every use of aiokafka's private API, in one place (aiokafka pinned to 0.14.x in pyproject).
 
-aiokafka has no public way to do six things the worker needs:
+aiokafka has no public way to do seven things the worker needs:
 
 - back off a failed metadata update (``install`` wraps ``AIOKafkaClient._metadata_update``);
 - tell a refused login from an unreachable broker (``connection_failures`` reads the cause
   from the records aiokafka's client logs while connecting);
 - load one topic's partitions without subscribing (``load_topic``, ``consumer._client``);
+- close a consumer's client when ``stop()`` was cut short (``close_client``,
+  ``consumer._client``);
 - read a transactional producer's state (``transaction_state``, ``producer._txn_manager``);
 - reach a client's OAUTHBEARER token provider, to fetch the first token before connecting
   (``oauth_token_provider``: ``_sasl_oauth_token_provider`` of the consumer's ``_client``,
@@ -170,6 +172,22 @@ async def load_topic(consumer: AIOKafkaConsumer, topic: str) -> None:
     metadata request naming a missing topic could auto-create it: check it exists first.
     """
     await consumer._client.add_topic(topic)
+
+
+# -- a consumer's client, when stop() did not reach it ----------------------------------------
+
+CLIENT_CLOSE_TIMEOUT_S = 5.0
+
+
+async def close_client(consumer: AIOKafkaConsumer,
+                       timeout_s: float = CLIENT_CLOSE_TIMEOUT_S) -> None:
+    """Close ``consumer._client`` (its connections and its metadata sync task): the last
+    step of ``AIOKafkaConsumer.stop()``, which aiokafka 0.14 skips when ``Fetcher.close()``
+    re-raises a fetch task's CancelledError. Bounded, its errors suppressed: the consumer
+    is being abandoned, and a broker gone must not hold the exit. A cancel of the caller
+    still propagates."""
+    with contextlib.suppress(Exception):  # TimeoutError too
+        await asyncio.wait_for(consumer._client.close(), timeout_s)
 
 
 # -- a transactional producer's state ---------------------------------------------------------

@@ -38,11 +38,28 @@ class MskIamTokenProvider(CachedTokenProvider):
         try:
             token, expiry_ms = await asyncio.to_thread(self._generate, self.region)
         except Exception as exc:
-            # No credentials at all surfaces as an AttributeError inside the signer.
-            raise TokenFetchError(
-                f"could not sign a token ({type(exc).__name__}); are AWS credentials set?",
-                refused=not isinstance(exc, OSError)) from None
+            if no_credentials(exc):
+                raise TokenFetchError(
+                    f"could not sign a token ({type(exc).__name__}): no AWS credentials found",
+                    refused=True) from None
+            # STS or the instance metadata unreachable or throttling, a role's credentials
+            # not refreshed in time: a pod restarted for it would meet the same outage.
+            raise TokenFetchError(f"could not sign a token ({type(exc).__name__})",
+                                  refused=False) from None
         return str(token), float(expiry_ms) / 1000 - time.time()
+
+
+def no_credentials(exc: Exception) -> bool:
+    """The credential chain found nothing at all: the one signer failure a retry won't fix.
+    botocore says ``NoCredentialsError``; the signer, given none, reads an attribute of None
+    (``AttributeError``) or finds them empty (``ValueError``). Anything else (unreachable,
+    throttled, ``CredentialRetrievalError``, ``ClientError``) is retried."""
+    # botocore comes with the signer, which fetch() has imported.
+    from botocore.exceptions import NoCredentialsError  # type: ignore[import-untyped]
+
+    if isinstance(exc, NoCredentialsError | AttributeError):
+        return True
+    return isinstance(exc, ValueError) and "credentials" in str(exc).lower()
 
 
 def signer() -> Callable[[str], tuple[Any, Any]]:

@@ -16,10 +16,12 @@ The policy, from what a user meets:
   attempt waits 1 s, doubling to 30 s, whether or not the token has expired: meanwhile a
   caller without a valid token fails at once, without a request to the issuer. That failure
   is ``OAuthTokenUnavailable`` (a connection error, retried by aiokafka and ``start_client``)
-  when the issuer did not answer, ``OAuthTokenRefused`` when it refused the client (a revoked
-  secret): aiokafka swallows that one in its background connections, so the provider also
-  tells its ``on_refused_while_running`` listeners, and the worker stops with that one line
-  and exit code 2. Connections already authenticated stay up until the broker closes them.
+  when the issuer did not answer, answered 5xx, 408, 425 or 429 (its Retry-After, seconds or
+  an HTTP date, is the least wait) or answered 200 without a token (a proxy's page);
+  ``OAuthTokenRefused`` when it refused the client (a revoked secret, any other 4xx):
+  aiokafka swallows that one in its background connections, so the provider also tells its
+  ``on_refused_while_running`` listeners, and the worker stops with that one line and exit
+  code 2. Connections already authenticated stay up until the broker closes them.
 - Messages name the token endpoint without the URL's userinfo or query.
 """
 
@@ -29,6 +31,8 @@ import abc
 import asyncio
 import base64
 import binascii
+import datetime
+import email.utils
 import json
 import math
 import time
@@ -52,6 +56,9 @@ MIN_LIFETIME_S, MAX_LIFETIME_S = 1.0, 1e7  # outside: not a lifetime to trust
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
 TOKEN_TIMEOUT_S = 10.0
+# Timeout, too early, rate limited: the issuer will answer later, the client is not refused.
+TRANSIENT_STATUSES = frozenset({408, 425, 429})
+MAX_RETRY_AFTER_S = 3600.0  # a longer Retry-After is not waited for whole
 _MAX_DETAIL_CHARS = 200
 CLIENT_CREDENTIALS_REJECTED_HINT = (
     "the token endpoint's issuer, audience or signing key is not the one the broker validates "
@@ -78,11 +85,14 @@ class OAuthTokenUnavailable(KafkaConnectionError):  # type: ignore[misc]
 
 
 class TokenFetchError(Exception):
-    """One failed fetch; ``refused``: the issuer answered no (wrong client, secret, scope)."""
+    """One failed fetch; ``refused``: the issuer answered no (wrong client, secret, scope);
+    ``retry_after_s``: the least wait it asked for (HTTP Retry-After), if any."""
 
-    def __init__(self, message: str, *, refused: bool) -> None:
+    def __init__(self, message: str, *, refused: bool,
+                 retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.refused = refused
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +210,9 @@ class CachedTokenProvider(AbstractTokenProvider):  # type: ignore[misc]
         """One failed attempt: logged once (not once per caller), the next one put off."""
         now, current = self._clock(), self._token
         self._last_failure = exc
-        self._retry_at = now + self._retry_s
-        retry_in_s, self._retry_s = self._retry_s, min(self._retry_s * 2, MAX_RETRY_S)
+        retry_in_s = max(self._retry_s, exc.retry_after_s or 0.0)
+        self._retry_at = now + retry_in_s
+        self._retry_s = min(self._retry_s * 2, MAX_RETRY_S)
         if current is None:
             return  # no token yet: the caller's error says it (at start, one line, exit 2)
         log.warning("kafka_oauth_refresh_failed", error=str(exc),
@@ -266,8 +277,9 @@ class ClientCredentialsTokenProvider(CachedTokenProvider):
             raise TokenFetchError(f"unreachable ({type(exc).__name__}: {detail})"[
                 :_MAX_DETAIL_CHARS], refused=False) from None
         status = response.status_code
-        if status >= 500:
-            raise TokenFetchError(f"answered HTTP {status}", refused=False)
+        if status >= 500 or status in TRANSIENT_STATUSES:
+            raise TokenFetchError(f"answered HTTP {status}", refused=False,
+                                  retry_after_s=retry_after_s(response))
         if 300 <= status < 400:
             raise TokenFetchError(f"redirected (not followed): HTTP {status}", refused=True)
         if status != 200:
@@ -291,13 +303,39 @@ def _without(text: str, url: str, shown: str) -> str:
     return text
 
 
+def retry_after_s(response: httpx.Response) -> float | None:
+    """The answer's Retry-After (RFC 9110 10.2.3: seconds or an HTTP date) in seconds from
+    now, capped at ``MAX_RETRY_AFTER_S``; None when absent or unreadable."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        seconds = float(value)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # HTTP dates are GMT
+            when = when.replace(tzinfo=datetime.UTC)
+        seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+UNSHOWN_URL = "(the configured URL)"
+
+
 def shown_url(url: str) -> str:
-    """``url`` as messages show it: without its userinfo (credentials) and query."""
+    """``url`` as messages show it: without its userinfo (credentials) and query. Not an
+    http(s) URL with a host (``user:pw@host/token``, ``https:\\\\user:pw@host``): a neutral
+    text, since what looks like a scheme or a path there may be the credentials."""
     try:
         parts = urlsplit(url)
     except ValueError:
-        return "(the configured URL)"
-    host = parts.hostname or ""
+        return UNSHOWN_URL
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return UNSHOWN_URL
+    host = parts.hostname
     if ":" in host:
         host = f"[{host}]"
     try:
@@ -326,7 +364,9 @@ def _parse_token(response: httpx.Response) -> tuple[str, float]:
         body = None
     value = body.get("access_token") if isinstance(body, dict) else None
     if not isinstance(value, str) or not value:
-        raise TokenFetchError("answered 200 without an access_token", refused=True)
+        # A proxy's or captive portal's page, not the issuer refusing the client: retried
+        # while running (at start, no token is one line and exit 2 all the same).
+        raise TokenFetchError("answered 200 without an access_token", refused=False)
     expires_in = body.get("expires_in") if isinstance(body, dict) else None
     return value, token_lifetime(expires_in, value, time.time())
 

@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from consumer.cli import main
 from consumer.errors import ConfigError
 from consumer.settings import Settings, load_settings
 from consumer.stream import aiokafka_compat
@@ -41,6 +42,7 @@ from consumer.stream.clients import client_options, start_once, tls_context
 from consumer.stream.kafka_errors import Retry
 from consumer.stream.oauth import ClientCredentialsTokenProvider
 from tests.support.logs import collected_records
+from tests.support.ports import free_port
 
 KEY_PASSWORD = "key-Pass-Secret-93"
 Key = ec.EllipticCurvePrivateKey
@@ -463,7 +465,7 @@ def test_an_inconsistent_combination_is_one_line(
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ConfigError) as refused:
-        load_settings(require_threshold=False, **settings)
+        load_settings(require_threshold=False, kafka=True, **settings)
     assert str(refused.value) == line
 
 
@@ -489,9 +491,38 @@ def test_what_a_chart_or_a_shared_secret_leaves_on_plaintext_is_accepted(
         monkeypatch.setenv(name, "")
     monkeypatch.setenv("KAFKA_SASL_PASSWORD", "pw-from-a-shared-secret")
     monkeypatch.setenv("KAFKA_SASL_OAUTH_CLIENT_SECRET", "cs-from-a-shared-secret")
-    settings = load_settings(require_threshold=False)
+    settings = load_settings(require_threshold=False, kafka=True)
     assert settings.kafka_security_protocol == "PLAINTEXT"
     assert "ssl_context" not in client_options(settings, "plain")
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("KAFKA_SASL_USERNAME", "left-from-another-shell"), ("KAFKA_SSL_CAFILE", "old-ca.crt"),
+])
+def test_a_leftover_kafka_variable_stops_only_the_commands_that_connect(
+    variable: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``check`` reads a file and never connects: a leftover variable is no reason to refuse
+    it. ``run``, ``replay`` and ``load-sample`` would retry a listener forever: one line."""
+    monkeypatch.setenv("RULES", "missing_citation")  # no judge, no key, no threshold
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{free_port()}")  # never reached
+    monkeypatch.delenv("KAFKA_SECURITY_PROTOCOL", raising=False)
+    monkeypatch.setenv(variable, value)
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text('{"trace_id": "t1", "output": "Refunds are prorated [1].", '
+                      '"retrieved_documents": [{"id": "kb-1", "content": "Prorated."}]}\n')
+
+    assert main(["check", str(traces)]) == 0
+    assert capsys.readouterr().err == "check: missing_citation: 1 pass, 0 fail, 0 error\n"
+
+    for command in (["run"], ["replay", "--from", "2026-01-01T00:00:00Z"],
+                    ["load-sample", "--limit", "1"]):
+        assert main(command) == 2, command
+        err = capsys.readouterr().err
+        assert err == f"{variable} is set but KAFKA_SECURITY_PROTOCOL is PLAINTEXT: use " + (
+            "SSL or SASL_SSL" if variable == "KAFKA_SSL_CAFILE"
+            else "SASL_PLAINTEXT or SASL_SSL") + "\n", command
 
 
 def test_the_new_secrets_are_redacted_everywhere() -> None:

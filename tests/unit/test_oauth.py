@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
+import email.utils
 import json
 import threading
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
+import httpx
 import pytest
 import structlog
 from aiokafka import AIOKafkaConsumer
@@ -31,6 +34,7 @@ from consumer.stream.oauth import (
     OAuthTokenRefused,
     OAuthTokenUnavailable,
     jwt_lifetime,
+    retry_after_s,
     token_lifetime,
 )
 from tests.support.ports import free_port
@@ -48,6 +52,8 @@ class TokenEndpoint:
         self.status = 200
         self.token_prefix = "token-"
         self.expires_in: Any = LIFETIME_S
+        self.retry_after: str | None = None  # sent with every answer when set
+        self.page: bytes | None = None  # answered with 200 instead of a token (a proxy's page)
         self.requests: list[dict[str, list[str]]] = []
         self.answering = threading.Event()  # cleared: requests wait (a slow issuer)
         self.answering.set()
@@ -60,7 +66,9 @@ class TokenEndpoint:
                 endpoint.requests.append(form)
                 endpoint.answering.wait(30)
                 expected = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
-                if endpoint.status == 401:
+                if endpoint.page is not None:
+                    self._send(200, "text/html", endpoint.page)
+                elif endpoint.status == 401:
                     self._answer(401, {"error": "invalid_client"})
                 elif endpoint.status != 200:
                     self._answer(endpoint.status, {"error": "temporarily_unavailable"})
@@ -77,9 +85,13 @@ class TokenEndpoint:
                     self._answer(200, body)
 
             def _answer(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
+                self._send(status, "application/json", json.dumps(body).encode())
+
+            def _send(self, status: int, content_type: str, data: bytes) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
+                if endpoint.retry_after is not None:
+                    self.send_header("Retry-After", endpoint.retry_after)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -281,6 +293,69 @@ async def test_a_refusal_while_the_token_is_valid_is_only_logged(
     assert told == []
 
 
+@pytest.mark.parametrize("status", [408, 425, 429])
+async def test_a_rate_limit_after_expiry_is_retried_after_its_retry_after(
+    endpoint: TokenEndpoint, status: int,
+) -> None:
+    clock = Clock()
+    provider = provider_for(endpoint, clock)
+    await provider.token()
+    told: list[OAuthTokenRefused] = []
+    provider.on_refused_while_running(told.append)
+    endpoint.status, endpoint.retry_after = status, "5"
+    clock.now += LIFETIME_S + 1
+    with pytest.raises(OAuthTokenUnavailable) as unavailable:
+        await provider.token()
+    assert isinstance(map_kafka_error(unavailable.value), Retry)
+    assert f"answered HTTP {status}" in str(unavailable.value)
+    endpoint.status = 200
+    clock.now += 4  # past the first 1 s back-off, not past Retry-After
+    with pytest.raises(OAuthTokenUnavailable):
+        await provider.token()
+    assert len(endpoint.requests) == 2, "no request before the issuer's Retry-After"
+    clock.now += 1.5
+    assert await provider.token() == "token-3"
+    assert told == [], "a rate limit does not stop the worker"
+    assert provider.refused_while_running is None
+
+
+async def test_a_page_instead_of_a_token_while_running_is_retried(
+    endpoint: TokenEndpoint,
+) -> None:
+    clock = Clock()
+    provider = provider_for(endpoint, clock)
+    await provider.token()
+    told: list[OAuthTokenRefused] = []
+    provider.on_refused_while_running(told.append)
+    endpoint.page = b"<html>Proxy maintenance</html>"
+    clock.now += LIFETIME_S + 1
+    with pytest.raises(OAuthTokenUnavailable) as unavailable:
+        await provider.token()
+    assert "answered 200 without an access_token" in str(unavailable.value)
+    endpoint.page = None
+    clock.now += 1
+    assert await provider.token() == "token-3"
+    assert told == []
+
+
+@pytest.mark.parametrize(("header", "seconds"), [
+    ("120", 120.0), (" 7 ", 7.0), ("0", 0.0), ("99999999", 3600.0),
+    ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0), ("soon", None), ("-3", None), ("", None),
+], ids=["seconds", "spaces", "zero", "capped", "past-date", "words", "negative", "empty"])
+def test_retry_after_is_seconds_or_an_http_date(header: str, seconds: float | None) -> None:
+    response = httpx.Response(429, headers={"Retry-After": header})
+    assert retry_after_s(response) == seconds
+
+
+def test_a_retry_after_date_is_the_seconds_until_it() -> None:
+    when = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=2)
+    response = httpx.Response(429, headers={"Retry-After": email.utils.format_datetime(
+        when, usegmt=True)})
+    waited = retry_after_s(response)
+    assert waited is not None
+    assert 100 < waited <= 120
+
+
 async def test_a_redirect_is_not_followed(endpoint: TokenEndpoint) -> None:
     endpoint.status = 302
     with pytest.raises(OAuthTokenRefused) as refused:
@@ -356,6 +431,22 @@ async def test_a_refused_client_is_one_line_at_start(endpoint: TokenEndpoint) ->
         "KAFKA_SASL_OAUTH_CLIENT_SECRET and KAFKA_SASL_OAUTH_SCOPE)")
     assert wrong not in message
     assert "echoing" not in message
+
+
+@pytest.mark.parametrize(("status", "page", "answer"), [
+    (429, None, "answered HTTP 429"),
+    (200, b"<html>Proxy login</html>", "answered 200 without an access_token"),
+], ids=["rate-limited", "proxy-page"])
+async def test_no_token_at_start_is_one_line_whatever_the_answer(
+    endpoint: TokenEndpoint, status: int, page: bytes | None, answer: str,
+) -> None:
+    endpoint.status, endpoint.page, endpoint.retry_after = status, page, "5"
+    with pytest.raises(ConfigError) as refused:
+        await start_with(endpoint.url)
+    assert str(refused.value) == (
+        f"kafka_oauth_failed: the token endpoint {endpoint.url}: {answer} (check "
+        "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL, KAFKA_SASL_OAUTH_CLIENT_ID, "
+        "KAFKA_SASL_OAUTH_CLIENT_SECRET and KAFKA_SASL_OAUTH_SCOPE)")
 
 
 async def test_an_unreachable_endpoint_is_one_line_at_start() -> None:

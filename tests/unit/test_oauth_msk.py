@@ -13,12 +13,22 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from botocore.exceptions import (  # type: ignore[import-untyped]
+    ClientError,
+    CredentialRetrievalError,
+    EndpointConnectionError,
+)
 
 from consumer.settings import Settings
 from consumer.stream.clients import client_options
-from consumer.stream.kafka_errors import Refuse, map_kafka_error
+from consumer.stream.kafka_errors import Refuse, Retry, map_kafka_error
 from consumer.stream.msk_iam import MskIamTokenProvider
-from consumer.stream.oauth import REFRESH_AT, OAuthTokenRefused, OAuthTokenRejected
+from consumer.stream.oauth import (
+    REFRESH_AT,
+    OAuthTokenRefused,
+    OAuthTokenRejected,
+    OAuthTokenUnavailable,
+)
 
 ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # AWS's documented example
@@ -121,3 +131,59 @@ def test_a_token_the_cluster_refuses_points_at_iam_not_at_a_token_endpoint() -> 
         "(invalid_token): the cluster does not accept the signed IAM identity")
     assert "AWS_REGION" in action.message
     assert "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL" not in action.message
+
+
+def failing_after_the_first_token(provider: MskIamTokenProvider, error: Exception) -> None:
+    """The provider's real signer signs once, then every call raises ``error``."""
+    sign, calls = provider._generate, [0]
+
+    def generate(region: str) -> tuple[Any, Any]:
+        calls[0] += 1
+        if calls[0] > 1:
+            raise error
+        return sign(region)
+
+    provider._generate = generate
+
+
+@pytest.mark.parametrize("error", [
+    EndpointConnectionError(endpoint_url="https://sts.eu-west-1.amazonaws.com"),
+    ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}},
+                "AssumeRoleWithWebIdentity"),
+    CredentialRetrievalError(provider="container-role", error_msg="timeout"),
+    ConnectionResetError(104, "Connection reset by peer"),
+], ids=["sts-unreachable", "sts-throttling", "role-credentials-late", "reset"])
+async def test_an_sts_outage_after_expiry_is_retried_not_a_refusal(
+    monkeypatch: pytest.MonkeyPatch, error: Exception,
+) -> None:
+    with_credentials(monkeypatch)
+    now = [0.0]
+    provider = MskIamTokenProvider("eu-west-1", clock=lambda: now[0])
+    failing_after_the_first_token(provider, error)
+    told: list[OAuthTokenRefused] = []
+    provider.on_refused_while_running(told.append)
+    await provider.token()
+    now[0] = 899.0  # expired (15 minutes less the 2 s margin)
+    with pytest.raises(OAuthTokenUnavailable) as unavailable:
+        await provider.token()
+    assert isinstance(map_kafka_error(unavailable.value), Retry)
+    assert f"could not sign a token ({type(error).__name__})" in str(unavailable.value)
+    assert told == [], "an outage does not stop the worker"
+
+
+async def test_credentials_gone_after_expiry_stop_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with_credentials(monkeypatch)
+    now = [0.0]
+    provider = MskIamTokenProvider("eu-west-1", clock=lambda: now[0])
+    told: list[OAuthTokenRefused] = []
+    provider.on_refused_while_running(told.append)
+    await provider.token()
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    now[0] = 899.0
+    with pytest.raises(OAuthTokenRefused) as refused:
+        await provider.token()
+    assert told == [refused.value]
+    assert "no AWS credentials found" in str(refused.value)

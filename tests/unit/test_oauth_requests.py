@@ -178,6 +178,54 @@ def test_credentials_in_the_endpoint_url_are_refused_at_load_without_echoing_the
     assert "\n" not in message
 
 
+PASSWORD = "S3cret-PW-58"
+NOT_A_URL = [  # each read by a lenient parser as something that would show the password
+    f"idp-user:{PASSWORD}@idp.example/token",  # no scheme: "idp-user" is read as one
+    f"https:\\\\user:{PASSWORD}@idp.example/token",  # backslashes: no host, all path
+    f"//user:{PASSWORD}@idp.example/token",
+    f"https://idp.example:{PASSWORD}/token",  # a port that is not a number
+    f"https://[::1/token?k={PASSWORD}",
+    f"ftp://user:{PASSWORD}@idp.example/token",
+]
+NOT_A_URL_IDS = ["no-scheme", "backslashes", "no-scheme-slashes", "bad-port", "bad-ipv6", "ftp"]
+
+
+def oauth_settings(url: str) -> None:
+    load_settings(require_threshold=False, kafka_security_protocol="SASL_SSL",
+                  kafka_sasl_mechanism="OAUTHBEARER", kafka_sasl_oauth_client_id="id",
+                  kafka_sasl_oauth_client_secret="secret",
+                  kafka_sasl_oauth_token_endpoint_url=url)
+
+
+@pytest.mark.parametrize("url", NOT_A_URL, ids=NOT_A_URL_IDS)
+def test_an_endpoint_that_is_no_http_url_is_refused_at_load_without_echoing_it(
+    url: str,
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        oauth_settings(url)
+    message = str(refused.value)
+    assert message in {
+        "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL must be an http:// or https:// URL with a host",
+        "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT_URL is not a valid URL",
+    }
+    assert PASSWORD not in message
+
+
+@pytest.mark.parametrize("url", NOT_A_URL, ids=NOT_A_URL_IDS)
+async def test_nor_does_the_provider_show_it(url: str) -> None:
+    """Built without the settings (as a test or a script would): its messages still hide it."""
+    assert PASSWORD not in shown_url(url)
+    with pytest.raises(OAuthTokenRefused) as at_start:
+        await ClientCredentialsTokenProvider(url, "id", "secret", timeout_s=2).token()
+    assert PASSWORD not in str(at_start.value)
+
+
+def test_an_http_url_with_a_host_is_shown_and_anything_else_is_not() -> None:
+    assert shown_url("idp-user:pw@idp.example/token") == "(the configured URL)"
+    assert shown_url("https:\\\\user:pw@idp.example/token") == "(the configured URL)"
+    assert shown_url("HTTPS://idp.example/token") == "https://idp.example/token"
+
+
 def test_an_at_sign_in_the_path_or_query_is_not_credentials() -> None:
     settings = load_settings(
         require_threshold=False, kafka_security_protocol="SASL_SSL",

@@ -24,7 +24,9 @@ from aiokafka.producer.transaction_manager import TransactionState
 from consumer.stream import aiokafka_compat
 from consumer.stream.kafka_errors import Refuse, map_kafka_error
 from consumer.stream.oauth import OAuthTokenRejected
+from consumer.worker import _stop_consumer
 from tests.support.logs import collected_records
+from tests.support.ports import free_port
 
 UPGRADE = "aiokafka changed under consumer/stream/aiokafka_compat.py: "
 
@@ -157,6 +159,77 @@ async def test_load_topic_asks_the_consumers_client_to_track_the_topic(
         assert forced == [True], "a tracked topic is loaded already"
     finally:
         await consumer.stop()  # never started: closes it without a broker
+
+
+class RetrySleepingFetcher:
+    """aiokafka 0.14's ``Fetcher.close()`` where it matters: it cancels its pending fetch
+    tasks and awaits each, so one caught in its retry sleep re-raises CancelledError."""
+
+    def __init__(self) -> None:
+        self.fetch = asyncio.get_running_loop().create_task(asyncio.sleep(3600))
+
+    async def close(self) -> None:
+        for task in [self.fetch]:
+            task.cancel()
+            await task
+
+
+def interrupted_consumer() -> tuple[AIOKafkaConsumer, asyncio.Task[None], RetrySleepingFetcher]:
+    """A consumer as ``start()`` leaves it (its client's metadata sync task, a fetcher) with
+    a fetch task in its retry sleep: ``stop()`` re-raises that CancelledError before its last
+    step, closing the client. No broker is needed: nothing here connects."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{free_port()}")
+    sync_task = asyncio.get_running_loop().create_task(asyncio.sleep(3600))
+    consumer._client._sync_task = sync_task  # what bootstrap() starts
+    consumer._fetcher = fetcher = RetrySleepingFetcher()
+    return consumer, sync_task, fetcher
+
+
+async def test_a_stop_cut_short_by_a_fetch_task_still_closes_the_client() -> None:
+    consumer, sync_task, fetcher = interrupted_consumer()
+    await asyncio.sleep(0)
+    await _stop_consumer(consumer)
+    assert fetcher.fetch.cancelled()
+    assert sync_task.cancelled(), "the client's metadata sync task outlived the consumer"
+    assert consumer._client._sync_task is None, UPGRADE + "AIOKafkaClient.close()"
+
+
+async def test_a_cancel_while_closing_the_client_is_not_swallowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    consumer, sync_task, _ = interrupted_consumer()
+    closing = asyncio.Event()
+
+    async def slow_close() -> None:  # a broker that no longer answers
+        closing.set()
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(consumer._client, "close", slow_close)
+    stopping = asyncio.ensure_future(_stop_consumer(consumer))
+    await asyncio.wait_for(closing.wait(), 10)  # no client close at all: fails, not hangs
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    sync_task.cancel()
+
+
+async def test_closing_the_client_is_bounded_and_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{free_port()}")
+    never = asyncio.Event()
+
+    async def hanging_close() -> None:  # connections to a broker that stopped answering
+        await never.wait()
+
+    monkeypatch.setattr(consumer._client, "close", hanging_close)
+    await aiokafka_compat.close_client(consumer, timeout_s=0.01)
+
+    async def failing_close() -> None:
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    monkeypatch.setattr(consumer._client, "close", failing_close)
+    await aiokafka_compat.close_client(consumer)
+    monkeypatch.undo()
+    await consumer.stop()  # never started: closes it without a broker
 
 
 async def test_transaction_state_reads_the_producers_transaction_manager() -> None:
