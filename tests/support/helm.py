@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,3 +67,15 @@ class Helm:
         return self.run(
             "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *extra, values=values
         )
+
+
+def iter_strings(node: object) -> Iterator[str]:
+    """Every string in a rendered manifest (to search it for what must not be there)."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from iter_strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from iter_strings(value)

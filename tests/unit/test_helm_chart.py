@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,6 +24,7 @@ from tests.support.helm import (
     NAMESPACE,
     Helm,
     Values,
+    iter_strings,
 )
 
 TMP_MOUNT = "/tmp"  # noqa: S108 - the container's writable emptyDir, not a host path
@@ -429,17 +430,6 @@ def scaler_auth(manifests: list[Manifest]) -> dict[str, Manifest]:
 def judging(case: str) -> bool:
     """Whether a VALID_CASES entry runs the judge (the chart's default rules do)."""
     return "groundedness" in VALID_CASES[case].get("rules", ["groundedness"])
-
-
-def iter_strings(node: object) -> Iterator[str]:
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from iter_strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from iter_strings(value)
 
 
 # --- every valid combination ---

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from cryptography.x509.oid import NameOID
 from consumer.settings import Settings, load_settings
 from consumer.stream.clients import client_options
 from consumer.stream.msk_iam import MskIamTokenProvider
-from tests.support.helm import CHART, FULLNAME, Helm, Values
+from tests.support.helm import CHART, FULLNAME, Helm, Values, iter_strings
 
 Manifest = dict[str, Any]
 # Secrets that exist in the namespace before the release: name -> key -> bytes.
@@ -211,17 +211,6 @@ def worker_settings(monkeypatch: pytest.MonkeyPatch, environment: dict[str, str]
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     return load_settings()
-
-
-def iter_strings(node: object) -> Iterator[str]:
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from iter_strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from iter_strings(value)
 
 
 def scaler_auth(manifests: list[Manifest]) -> dict[str, Manifest]:

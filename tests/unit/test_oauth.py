@@ -131,6 +131,18 @@ def provider_for(endpoint: TokenEndpoint, clock: Clock, secret: str = CLIENT_SEC
     return ClientCredentialsTokenProvider(endpoint.url, CLIENT_ID, secret, scope, clock=clock)
 
 
+async def running_provider(
+    endpoint: TokenEndpoint,
+) -> tuple[Clock, ClientCredentialsTokenProvider, list[OAuthTokenRefused]]:
+    """A provider holding its first token, and what it told the worker (as ``run`` listens)."""
+    clock = Clock()
+    provider = provider_for(endpoint, clock)
+    await provider.token()
+    told: list[OAuthTokenRefused] = []
+    provider.on_refused_while_running(told.append)
+    return clock, provider, told
+
+
 async def test_the_token_is_cached_then_refreshed_before_it_expires(
     endpoint: TokenEndpoint,
 ) -> None:
@@ -251,13 +263,9 @@ async def test_concurrent_callers_without_a_valid_token_share_one_fetch(
 
 
 async def test_a_refusal_after_expiry_is_a_configuration_error(endpoint: TokenEndpoint) -> None:
-    clock = Clock()
-    provider = provider_for(endpoint, clock)
-    await provider.token()
+    clock, provider, told = await running_provider(endpoint)
     endpoint.status = 401  # the secret was revoked
     clock.now += LIFETIME_S + 1
-    told: list[OAuthTokenRefused] = []
-    provider.on_refused_while_running(told.append)
     with pytest.raises(OAuthTokenRefused) as refused:
         await provider.token()
     with pytest.raises(OAuthTokenRefused):
@@ -276,11 +284,7 @@ async def test_a_refusal_after_expiry_is_a_configuration_error(endpoint: TokenEn
 async def test_a_refusal_while_the_token_is_valid_is_only_logged(
     endpoint: TokenEndpoint,
 ) -> None:
-    clock = Clock()
-    provider = provider_for(endpoint, clock)
-    await provider.token()
-    told: list[OAuthTokenRefused] = []
-    provider.on_refused_while_running(told.append)
+    clock, provider, told = await running_provider(endpoint)
     endpoint.status = 401
     clock.now += 0.85 * LIFETIME_S
     assert await provider.token() == "token-1"
@@ -297,11 +301,7 @@ async def test_a_refusal_while_the_token_is_valid_is_only_logged(
 async def test_a_rate_limit_after_expiry_is_retried_after_its_retry_after(
     endpoint: TokenEndpoint, status: int,
 ) -> None:
-    clock = Clock()
-    provider = provider_for(endpoint, clock)
-    await provider.token()
-    told: list[OAuthTokenRefused] = []
-    provider.on_refused_while_running(told.append)
+    clock, provider, told = await running_provider(endpoint)
     endpoint.status, endpoint.retry_after = status, "5"
     clock.now += LIFETIME_S + 1
     with pytest.raises(OAuthTokenUnavailable) as unavailable:
@@ -322,11 +322,7 @@ async def test_a_rate_limit_after_expiry_is_retried_after_its_retry_after(
 async def test_a_page_instead_of_a_token_while_running_is_retried(
     endpoint: TokenEndpoint,
 ) -> None:
-    clock = Clock()
-    provider = provider_for(endpoint, clock)
-    await provider.token()
-    told: list[OAuthTokenRefused] = []
-    provider.on_refused_while_running(told.append)
+    clock, provider, told = await running_provider(endpoint)
     endpoint.page = b"<html>Proxy maintenance</html>"
     clock.now += LIFETIME_S + 1
     with pytest.raises(OAuthTokenUnavailable) as unavailable:
