@@ -1,5 +1,6 @@
 # groundedness-worker: `make test` and `make demo` are all a fresh machine needs
-# (Python 3.11, Java 17 and Maven; Go only for the Helm chart and alert rule checks: helm, promtool, prometheus).
+# (Python 3.11, Java 17 and Maven; Go only for the Helm chart, alert rule and dashboard query
+# checks: helm, promtool, prometheus).
 
 PYTHON ?= python3.11
 VENV := .venv
