@@ -132,15 +132,11 @@ class Settings(BaseSettings):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("verdict_events", mode="before")
+    @field_validator("verdict_events", "kafka_ssl_check_hostname", "kafka_sasl_oauth_provider",
+                     mode="before")
     @classmethod
-    def _events_lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
-
-    @field_validator("kafka_ssl_check_hostname", "kafka_sasl_oauth_provider", mode="before")
-    @classmethod
-    def _kafka_words_stripped_lower(cls, value: Any) -> Any:
-        # As KAFKA_SECURITY_PROTOCOL and KAFKA_SASL_MECHANISM take any case.
+    def _stripped_lower(cls, value: Any) -> Any:
+        # Words in any case, as KAFKA_SECURITY_PROTOCOL and KAFKA_SASL_MECHANISM take them.
         return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")

@@ -16,7 +16,6 @@ Its ids are the application's attributes, so they are redacted and bounded the s
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from consumer.cost.pricing import Prices
 from consumer.judge.prompt import PROMPT_VERSION, normalise_score
 from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.redaction import redact
-from schemas.trace import TraceEvent
+from schemas.trace import TraceEvent, is_otel_trace_id
 from schemas.verdict import (
     RULE,
     Assembly,
@@ -95,20 +94,13 @@ class Context:
     prices: Prices | None = None  # JUDGE_PRICE_*: the verdict then carries its cost
 
 
-_OTEL_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
-
-
-def _is_otel_trace_id(trace_id: str) -> bool:
-    """32 hex digits, not all zero: a ``span_id`` beside any other trace id names no OTel span."""
-    return bool(_OTEL_TRACE_ID.fullmatch(trace_id)) and bool(trace_id.strip("0"))
-
-
 def origin_fields(origin: TraceOrigin | None, secrets: Sequence[str] = (),
                   trace: TraceEvent | None = None) -> dict[str, Any]:
     """The verdict fields a trace from spans adds; for a ``trace_json`` event only the
     ``span_id`` it gives (16 hex, checked by the schema) beside an OTel trace id, if any."""
     if origin is None:
-        if trace is not None and trace.span_id and _is_otel_trace_id(trace.trace_id):
+        # A span id beside any other trace id names no OTel span.
+        if trace is not None and trace.span_id and is_otel_trace_id(trace.trace_id):
             return {"span_id": trace.span_id}
         return {}
     # The ids are the application's span attributes: a secret it put there (a session keyed by

@@ -268,13 +268,8 @@ def verdict_events(settings: Settings) -> VerdictEvents | None:
     OTel SDK's OTLP exporter, which reads the standard ``OTEL_EXPORTER_OTLP_*`` variables."""
     if settings.verdict_events == "none":
         return None
-    try:  # the OTel SDK is imported only by a worker that sends events
-        from consumer.events.sink import otlp_events
-    except ImportError as exc:
-        raise ConfigError(
-            "VERDICT_EVENTS=otlp needs opentelemetry-sdk and "
-            f"opentelemetry-exporter-otlp-proto-http installed ({exc.name} is missing)"
-        ) from None
+    from consumer.events.sink import otlp_events  # the OTel SDK only for a worker that sends
+
     return otlp_events()
 
 

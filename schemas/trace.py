@@ -58,6 +58,17 @@ _NANOSECONDS = 10**9
 # Every integer up to this is exactly a float (a JSON producer in JavaScript writes ids so).
 _MAX_EXACT_FLOAT = 2**53
 _SPAN_ID = re.compile(r"[0-9a-fA-F]{16}")
+_OTEL_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
+
+
+def is_otel_trace_id(value: str) -> bool:
+    """32 hex digits, not all zero (an all-zero id is invalid in OTel): a W3C/OTel trace id."""
+    return bool(_OTEL_TRACE_ID.fullmatch(value)) and bool(value.strip("0"))
+
+
+def is_otel_span_id(value: str) -> bool:
+    """16 hex digits, not all zero: an OTel span id."""
+    return bool(_SPAN_ID.fullmatch(value)) and bool(value.strip("0"))
 
 
 def _integer_trace_id(value: Any) -> Any:
@@ -111,7 +122,7 @@ def _definition_name(value: Any) -> Any:
 def _otel_span_id(value: Any) -> Any:
     """An OTel span id (16 hex, not all zero) in lower case; anything else is no span id (it
     only places an event, so it never refuses the trace)."""
-    if isinstance(value, str) and _SPAN_ID.fullmatch(value) and value.strip("0"):
+    if isinstance(value, str) and is_otel_span_id(value):
         return value.lower()
     return None
 

@@ -15,7 +15,6 @@ to its trace. Every text here is the verdict's, already redacted of known secret
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from opentelemetry.context import Context
@@ -34,6 +33,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import AttributeValue
 
+from schemas.trace import is_otel_span_id, is_otel_trace_id
 from schemas.verdict import VerdictEvent
 
 # The conventions' event name (no published constant for it in the installed semconv).
@@ -44,8 +44,6 @@ PROMPT_VERSION = "groundedness.prompt_version"
 JUDGE_MODEL = "groundedness.judge_model"
 UNSUPPORTED_CLAIMS = "groundedness.unsupported_claims"
 
-_TRACE_ID = re.compile(r"[0-9a-f]{32}")
-_SPAN_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def event_attributes(verdict: VerdictEvent) -> dict[str, AttributeValue]:
@@ -84,11 +82,10 @@ def event_time_ns(verdict: VerdictEvent) -> int | None:
 def otel_ids(verdict: VerdictEvent) -> tuple[int, int] | None:
     """The judged trace's and answer span's OTel ids, when the verdict names both (all-zero
     ids are invalid in OTel, so they name nothing)."""
-    trace_id, span_id = verdict.trace_id.lower(), (verdict.span_id or "").lower()
-    if not (_TRACE_ID.fullmatch(trace_id) and _SPAN_ID.fullmatch(span_id)):
+    trace_id, span_id = verdict.trace_id, verdict.span_id or ""
+    if not (is_otel_trace_id(trace_id) and is_otel_span_id(span_id)):
         return None
-    ids = int(trace_id, 16), int(span_id, 16)
-    return ids if all(ids) else None
+    return int(trace_id, 16), int(span_id, 16)
 
 
 def event_context(verdict: VerdictEvent) -> Context:

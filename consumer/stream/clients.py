@@ -26,6 +26,7 @@ from consumer.errors import ConfigError
 from consumer.settings import Settings
 from consumer.stream import aiokafka_compat
 from consumer.stream.kafka_errors import Refuse, Retry, map_kafka_error
+from consumer.stream.msk_iam import MskIamTokenProvider
 from consumer.stream.oauth import CachedTokenProvider, ClientCredentialsTokenProvider
 
 log = structlog.get_logger(__name__)
@@ -162,8 +163,6 @@ def token_provider(kind: str, endpoint_url: str | None, client_id: str | None,
                    region: str | None) -> CachedTokenProvider:
     """The OAUTHBEARER token provider (settings has checked what each kind needs)."""
     if kind == "aws_msk_iam":
-        from consumer.stream.msk_iam import MskIamTokenProvider  # the optional [msk] extra
-
         return MskIamTokenProvider(region or "")
     return ClientCredentialsTokenProvider(endpoint_url or "", client_id or "",
                                           client_secret or "", scope)

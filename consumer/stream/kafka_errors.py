@@ -118,7 +118,7 @@ def tls_failure(error: BaseException, where: str) -> str | None:
     """The TLS handshake's verdict in ``error`` or its causes (aiokafka wraps a failed read in
     ``KafkaConnectionError``), as one line with what to check; None if TLS is not the cause."""
     cause = _ssl_cause(error)
-    broker = f"the broker {where}".replace("  ", " ") if where else "the broker"
+    broker = f"the broker {where}" if where else "the broker"
     if isinstance(cause, ssl.SSLCertVerificationError):
         code = getattr(cause, "verify_code", None)  # set by OpenSSL, absent if built by hand
         if code in _UNKNOWN_CA:
