@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.workers import REPO_ROOT
 
-WANTED = "v0.316.0"  # scripts/install-promtool's default, read by install-prometheus too
+WANTED = "v0.316.0"  # scripts/install-prometheus-tool's default, for both tools
 STALE = "v0.300.0"
 MODULE = "github.com/prometheus/prometheus"
 FAKE_GO = f"""#!/bin/bash
@@ -46,7 +46,7 @@ class Run:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
-    for script in ("install-prometheus", "install-promtool"):
+    for script in ("install-prometheus", "install-promtool", "install-prometheus-tool"):
         shutil.copy2(REPO_ROOT / "scripts" / script, tmp_path / "scripts" / script)
     (tmp_path / ".cache" / "bin").mkdir(parents=True)
     return tmp_path
