@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +26,11 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from consumer.settings import Settings, load_settings
 from consumer.stream.clients import client_options
 from consumer.stream.msk_iam import MskIamTokenProvider
+from scripts.kafka import certs
 from tests.support.helm import CHART, FULLNAME, Helm, Values, iter_strings
 
 Manifest = dict[str, Any]
@@ -67,41 +63,13 @@ class Pki:
     encrypted_key: bytes  # the same key under KEY_PASSWORD
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str,
-                 issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool) -> bytes:
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(_name(subject))
-        .issuer_name(_name(issuer))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        .sign(issuer_key, hashes.SHA256())
-    )
-    return certificate.public_bytes(serialization.Encoding.PEM)
-
-
 @pytest.fixture(scope="module")
 def pki() -> Pki:
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    user_key = ec.generate_private_key(ec.SECP256R1())
-    return Pki(
-        ca_crt=_certificate("cluster-ca", ca_key, "cluster-ca", ca_key, ca=True),
-        user_crt=_certificate(KAFKA_USER, user_key, "cluster-ca", ca_key, ca=False),
-        user_key=user_key.private_bytes(serialization.Encoding.PEM,
-                                        serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption()),
-        encrypted_key=user_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.BestAvailableEncryption(KEY_PASSWORD.encode())),
-    )
+    ca = certs.make_ca("cluster-ca")
+    user = certs.issue(ca, KAFKA_USER)
+    return Pki(ca_crt=certs.cert_pem(ca.cert), user_crt=certs.cert_pem(user.cert),
+               user_key=certs.key_pem(user.key),
+               encrypted_key=certs.key_pem(user.key, KEY_PASSWORD))
 
 
 @pytest.fixture(scope="module")

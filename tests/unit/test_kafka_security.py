@@ -12,27 +12,19 @@ wrong key password each give one line naming the setting.
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import ipaddress
 import logging
 import os
 import shutil
-import socket
 import ssl
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from consumer.cli import main
 from consumer.errors import ConfigError
@@ -41,156 +33,12 @@ from consumer.stream import aiokafka_compat
 from consumer.stream.clients import client_options, start_once, tls_context
 from consumer.stream.kafka_errors import Retry
 from consumer.stream.oauth import ClientCredentialsTokenProvider
+from scripts.kafka import certs
 from tests.support.logs import collected_records
 from tests.support.ports import free_port
+from tests.support.tls_server import KEY_PASSWORD, Pki, TlsServer, pki, write_cert, write_key
 
-KEY_PASSWORD = "key-Pass-Secret-93"
-Key = ec.EllipticCurvePrivateKey
-
-
-# -- certificates ------------------------------------------------------------------------------
-
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-
-
-def make_ca(common_name: str) -> tuple[Key, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(_name(common_name))
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(
-            digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-            key_encipherment=False, data_encipherment=False, key_agreement=False,
-            encipher_only=False, decipher_only=False), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def issue(ca: tuple[Key, x509.Certificate], common_name: str, *, client: bool = False,
-          expired: bool = False) -> tuple[Key, x509.Certificate]:
-    """A leaf certificate: a broker's names 127.0.0.1 and broker.test; a client's names none."""
-    ca_key, ca_cert = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
-    start, end = now - dt.timedelta(days=1), now + dt.timedelta(days=1)
-    if expired:
-        start, end = now - dt.timedelta(days=3), now - dt.timedelta(days=1)
-    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
-    builder = (
-        x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(ca_cert.subject)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(end)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-    )
-    if not client:
-        builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("broker.test"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False)
-    return key, builder.sign(ca_key, hashes.SHA256())
-
-
-def write_cert(path: Path, cert: x509.Certificate) -> str:
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return str(path)
-
-
-def write_key(path: Path, key: Key, password: str | None = None) -> str:
-    encryption: serialization.KeySerializationEncryption = serialization.NoEncryption()
-    if password:
-        encryption = serialization.BestAvailableEncryption(password.encode())
-    path.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption))
-    return str(path)
-
-
-@dataclass(frozen=True)
-class Pki:
-    """Files of one run: the CA the worker trusts, broker and client certificates."""
-
-    dir: Path
-    ca: tuple[Key, x509.Certificate]
-    cafile: str
-    client_cert: str
-    client_key: str  # encrypted with KEY_PASSWORD
-    foreign_client_cert: str  # signed by a CA the broker does not trust
-    foreign_client_key: str
-
-    def leaf(self, name: str, *, expired: bool = False,
-             ca: tuple[Key, x509.Certificate] | None = None) -> tuple[str, str]:
-        key, cert = issue(ca or self.ca, "broker", expired=expired)
-        return write_cert(self.dir / f"{name}.crt", cert), write_key(self.dir / f"{name}.key", key)
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    directory = tmp_path_factory.mktemp("pki")
-    ca, foreign = make_ca("Test CA"), make_ca("Foreign CA")
-    client_key, client_cert = issue(ca, "worker", client=True)
-    foreign_key, foreign_cert = issue(foreign, "worker", client=True)
-    return Pki(
-        dir=directory, ca=ca, cafile=write_cert(directory / "ca.crt", ca[1]),
-        client_cert=write_cert(directory / "client.crt", client_cert),
-        client_key=write_key(directory / "client.key", client_key, KEY_PASSWORD),
-        foreign_client_cert=write_cert(directory / "foreign.crt", foreign_cert),
-        foreign_client_key=write_key(directory / "foreign.key", foreign_key),
-    )
-
-
-# -- a TLS server on loopback ------------------------------------------------------------------
-
-
-class TlsServer:
-    """Accepts TLS on 127.0.0.1 (a thread; blocking sockets, so a refusal sends its alert)
-    and closes each connection after the handshake: no Kafka behind it."""
-
-    def __init__(self, certfile: str, keyfile: str, client_cafile: str | None = None) -> None:
-        self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self._context.load_cert_chain(certfile, keyfile)
-        if client_cafile is not None:  # mutual TLS
-            self._context.verify_mode = ssl.CERT_REQUIRED
-            self._context.load_verify_locations(client_cafile)
-        self._socket = socket.create_server(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        self.handshakes = 0
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._socket.accept()
-            except OSError:
-                return  # closed
-            conn.settimeout(5)
-            tls = self._context.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
-            try:
-                tls.do_handshake()
-                self.handshakes += 1
-                tls.recv(64)
-                tls.close()
-            except OSError:  # the handshake failed, its alert sent: the client says why
-                _close_gently(socket.socket(fileno=tls.detach()))
-
-    def close(self) -> None:
-        self._socket.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-        self._socket.close()
-        self._thread.join(timeout=5)
-
-
-def _close_gently(conn: socket.socket) -> None:
-    """Close after reading what the client sent: closing with unread bytes would send a TCP
-    reset, which can overtake the TLS alert (the client would see a bare reset)."""
-    with contextlib.suppress(OSError):
-        conn.shutdown(socket.SHUT_WR)
-        while conn.recv(4096):
-            pass
-    conn.close()
+__all__ = ["pki"]  # the fixture
 
 
 @pytest.fixture
@@ -199,7 +47,7 @@ def serve(pki: Pki) -> Iterator[Any]:
 
     def start(name: str = "broker", *, expired: bool = False, foreign_ca: bool = False,
               mutual: bool = False) -> TlsServer:
-        ca = make_ca("Rogue CA") if foreign_ca else None
+        ca = certs.make_ca("Rogue CA") if foreign_ca else None
         certfile, keyfile = pki.leaf(name, expired=expired, ca=ca)
         servers.append(TlsServer(certfile, keyfile, pki.cafile if mutual else None))
         return servers[-1]
@@ -298,9 +146,9 @@ async def test_certificates_rotated_in_place_are_read_by_the_next_client(
     with pytest.raises(ConfigError, match="refused the client certificate"):
         await start_against(server, pki, **mounted)
 
-    renewed_key, renewed_cert = issue(pki.ca, "worker", client=True)
-    mount(mounted, write_cert(tmp_path / "new.crt", renewed_cert),
-          write_key(tmp_path / "new.key", renewed_key))
+    renewed = certs.issue(pki.ca, "worker")
+    mount(mounted, write_cert(tmp_path / "new.crt", renewed),
+          write_key(tmp_path / "new.key", renewed))
     outcome = await start_against(server, pki, **mounted)
     assert isinstance(outcome, Retry), "the renewed certificate passed the handshake"
 
@@ -344,10 +192,10 @@ def test_a_key_that_does_not_match_its_certificate_is_refused(pki: Pki) -> None:
 def test_a_key_of_another_type_than_its_certificate_does_not_match(
     pki: Pki, tmp_path: Path,
 ) -> None:
-    """An RSA key for an EC certificate: OpenSSL says NO_CERTIFICATE_ASSIGNED, not a mismatch."""
-    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    keyfile = tmp_path / "rsa.key"
-    keyfile.write_bytes(rsa_key.private_bytes(serialization.Encoding.PEM,
+    """An EC key for an RSA certificate: OpenSSL says NO_CERTIFICATE_ASSIGNED, not a mismatch."""
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    keyfile = tmp_path / "ec.key"
+    keyfile.write_bytes(ec_key.private_bytes(serialization.Encoding.PEM,
                                               serialization.PrivateFormat.PKCS8,
                                               serialization.NoEncryption()))
     with pytest.raises(ConfigError) as refused:

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import pytest
 
 from consumer.settings import Settings
+from scripts.kafka import certs
+from tests.support.tls_server import KEY_PASSWORD, Pki, TlsServer, pki
+from tests.support.token_endpoint import CLIENT_ID, CLIENT_SECRET, TokenEndpoint, endpoint
 from tests.support.workers import GROUNDEDNESS, REPO_ROOT, tracebacks, worker_env
-from tests.unit.test_kafka_security import KEY_PASSWORD, Pki, TlsServer, make_ca, pki
-from tests.unit.test_oauth import CLIENT_ID, CLIENT_SECRET, TokenEndpoint, endpoint
 
 __all__ = ["endpoint", "pki"]  # the fixtures, shared with their modules
 
@@ -45,7 +46,7 @@ def tls_server(pki: Pki) -> Iterator[TlsServer]:
 
 @pytest.fixture
 def rogue_server(pki: Pki) -> Iterator[TlsServer]:
-    server = TlsServer(*pki.leaf("rogue", ca=make_ca("Rogue CA")))
+    server = TlsServer(*pki.leaf("rogue", ca=certs.make_ca("Rogue CA")))
     yield server
     server.close()
 

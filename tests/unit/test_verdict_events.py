@@ -28,13 +28,13 @@ from consumer.judge.result import Answered, TraceFailed
 from consumer.ops import metrics
 from consumer.redaction import known_secrets, redact
 from consumer.settings import load_settings
-from consumer.stream.sink import Record
 from consumer.verdicts import Context, TraceOrigin, checked, errored, judged
 from schemas.judge import JudgeAnswer
 from schemas.trace import TraceEvent
 from schemas.verdict import Source, Truncation, VerdictEvent
 from tests.support.pipeline_fakes import Rec
 from tests.support.ports import free_port
+from tests.support.verdict_sinks import Emitted, Sink
 
 OTEL_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 OTEL_SPAN = "00f067aa0ba902b7"
@@ -235,31 +235,6 @@ async def test_close_is_bounded_and_counts_what_was_never_sent() -> None:
     assert made.events.flush(30)
     # The held one, the 3 queued and the late one: none sent, all counted.
     assert (stuck.exported, sum(made.drops)) == (0, 5)
-
-
-class Sink:
-    """A verdict sink whose broker acknowledges, or refuses, each publish."""
-
-    def __init__(self, refuse: bool = False) -> None:
-        self.refuse = refuse
-        self.published: list[VerdictEvent] = []
-        self.dead_letters = 0
-
-    async def publish(self, verdict: VerdictEvent) -> None:
-        if self.refuse:
-            raise PublishError("verdict not acknowledged: KafkaTimeoutError")
-        self.published.append(verdict)
-
-    async def dead_letter(self, record: Record, reason: str) -> None:
-        self.dead_letters += 1
-
-
-class Emitted:
-    def __init__(self) -> None:
-        self.verdicts: list[VerdictEvent] = []
-
-    def emit(self, verdict: VerdictEvent) -> None:
-        self.verdicts.append(verdict)
 
 
 class Hung(Stuck):

@@ -15,7 +15,7 @@ from consumer.stream.sink import VerdictSink
 from consumer.stream.transactional import TransactionalSink
 from schemas.verdict import VerdictEvent
 from tests.support.transactional_fakes import FakeProducer, a_verdict, empty_sink
-from tests.unit.test_verdict_events import Emitted, Sink
+from tests.support.verdict_sinks import Emitted, Sink
 
 P0 = TopicPartition("llm-traces", 0)
 
