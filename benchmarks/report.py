@@ -66,7 +66,8 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def _span_tables(results: dict[str, Any]) -> list[str]:
-    """The span throughput run: the read loop, the worker, the ceiling's parts."""
+    """The span throughput run: the read loop, the worker, the ceiling loop, the ceiling's
+    parts."""
     spans = results.get("spans")
     if not spans:
         return []
@@ -74,7 +75,10 @@ def _span_tables(results: dict[str, Any]) -> list[str]:
                  f"content, {spans['assembly']['TRACE_QUIET_SECONDS']} s quiet, instant judge):",
              "", "| system | records/s | spans/s | CPU ms per record | records per CPU-s | "
                  "waited for a CPU |", "|---|---:|---:|---:|---:|---:|"]
-    for name, run in (("bare read loop", spans["read"]), ("groundedness worker", spans["worker"])):
+    systems = [("bare read loop", spans["read"]), ("groundedness worker", spans["worker"])]
+    if "ceiling_loop" in spans:
+        systems.append(("ceiling loop (`ceiling_loop.py`)", spans["ceiling_loop"]))
+    for name, run in systems:
         lines.append(f"| {name} | {run['records_per_s']:.0f} | {run['spans_per_s']:,} | "
                      f"{run['cpu_ms_per_record']:.3f} | {run['records_per_cpu_s']:.0f} | "
                      f"{run['waited_for_cpu_share']:.0%} |")

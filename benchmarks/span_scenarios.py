@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -30,7 +30,7 @@ from benchmarks.span_records import (
     SpanRecord,
     records,
 )
-from benchmarks.systems import READ, WORKER, Bench, RunSpec, start_judge, start_system
+from benchmarks.systems import CEILING, READ, WORKER, Bench, RunSpec, start_judge, start_system
 
 SPAN_PARTITIONS = 6
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
@@ -132,8 +132,9 @@ async def throughput(
     bench: Bench, topic: str, count: int, dlq: str, assembly: Assembly, *,
     judge_concurrency: int = 64, timeout_s: float = 300.0, sample: list[bytes],
 ) -> dict[str, Any]:
-    """The bare read loop, then the worker (instant judge), over the same ``count`` records;
-    then the ceiling's parts, measured alone on ``sample`` (records of the same mix)."""
+    """The bare read loop, then the worker (instant judge), then the ceiling loop (the same
+    judge), over the same ``count`` records; then the ceiling's parts, measured alone on
+    ``sample`` (records of the same mix)."""
     read_spec = RunSpec(READ, topic, await bench.topic("verdicts-read"), dlq,
                         bench.name("group-read"), NO_JUDGE_URL)
     read = (await _measure(bench, read_spec, count, timeout_s)).figures()
@@ -144,11 +145,17 @@ async def throughput(
                        concurrency=judge_concurrency, env=assembly.env())
         worker = (await _measure(bench, spec, count, timeout_s)).figures()
         worker["judge_calls"] = (await judge.stats())["count"]
+        loop_verdicts = await bench.topic("verdicts-ceiling")
+        loop_spec = replace(spec, system=CEILING, verdicts_topic=loop_verdicts,
+                            group=bench.name("group-ceiling"))
+        loop = (await _measure(bench, loop_spec, count, timeout_s)).figures()
+        loop["judge_calls"] = (await judge.stats())["count"] - worker["judge_calls"]
     finally:
         await judge.stop()
-    async with OffsetWatch(bench.bootstrap, verdicts) as watch:
-        worker["verdicts"] = await watch.count()
-    worker["verdicts_expected"] = judged_traces(count)
+    for figures, topic_of_verdicts in ((worker, verdicts), (loop, loop_verdicts)):
+        async with OffsetWatch(bench.bootstrap, topic_of_verdicts) as watch:
+            figures["verdicts"] = await watch.count()
+        figures["verdicts_expected"] = judged_traces(count)
     decode = span_ceiling.decode_cost(sample)
     judging, made = await span_ceiling.judge_path_cost(
         bench, span_ceiling.traces_of(sample[: CYCLE * 10]), calls=1000,
@@ -174,6 +181,7 @@ async def throughput(
         "judge_concurrency": judge_concurrency,
         "read": read,
         "worker": worker,
+        "ceiling_loop": loop,
         "ratio_to_read": _ratio(worker["records_per_s"], read["records_per_s"]),
         "ceiling": {
             "parts": parts,
@@ -189,6 +197,10 @@ async def throughput(
         # The same against the ceiling that counts each verdict's publishing as a part.
         "ratio_to_ceiling_with_publish": _ratio(worker["records_per_cpu_s"], with_publish),
         "wall_ratio_to_ceiling": _ratio(worker["records_per_s"], ceiling),
+        # The worker against the same parts run as a loop, measured as the worker is
+        # (``ceiling_loop.py``): per CPU-second, and in wall time.
+        "ratio_to_ceiling_loop": _ratio(worker["records_per_cpu_s"], loop["records_per_cpu_s"]),
+        "wall_ratio_to_ceiling_loop": _ratio(worker["records_per_s"], loop["records_per_s"]),
     }
 
 

@@ -23,6 +23,7 @@ SEQUENTIAL = "sequential"
 BATCH_GATHER = "batch-gather"
 BARE = "bare"
 READ = "read"  # consume and commit only: the span benchmarks' yardstick
+CEILING = "ceiling"  # the worker's unavoidable span parts alone (``ceiling_loop.py``)
 SYSTEMS = (WORKER, BATCH_GATHER, SEQUENTIAL)
 
 # Variables a developer's shell may hold that would change what is measured.
@@ -162,7 +163,9 @@ def start_system(bench: Bench, spec: RunSpec) -> Child:
     env |= spec.env
     if spec.requests_per_minute:
         env["JUDGE_REQUESTS_PER_MINUTE"] = str(spec.requests_per_minute)
-    if spec.system != WORKER:
+    if spec.system == CEILING:
+        argv = python_module("benchmarks.ceiling_loop")
+    elif spec.system != WORKER:
         argv = python_module("benchmarks.baselines", spec.system)
     elif spec.profile_to is not None and spec.profile_to.suffix == ".prof":
         argv = python_module("cProfile", "-o", str(spec.profile_to), "-m", "consumer.cli", "run")

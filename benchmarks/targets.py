@@ -171,6 +171,20 @@ def span_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "goal": f">= {SPAN_CEILING_TARGET}",
             "met": (spans["ratio_to_ceiling"] or 0) >= SPAN_CEILING_TARGET,
         })
+        if "ceiling_loop" in spans:  # runs since the ceiling's parts were run as a loop
+            loop = spans["ceiling_loop"]
+            rows.append({
+                "target": "span throughput, ceiling loop",
+                "measured": f"{worker['records_per_cpu_s']:.0f} records per CPU-second "
+                            f"({worker['cpu_ms_per_record']:.3f} ms each); wall: "
+                            f"{spans['wall_ratio_to_ceiling_loop']:.3f} of its rate",
+                "bound": f"{loop['records_per_cpu_s']:.0f}/CPU-s ({loop['cpu_ms_per_record']:.3f}"
+                         f" ms each, {loop['records_per_s']:.0f} records/s): the ceiling's parts"
+                         f" run as one loop, {loop['verdicts']} verdicts",
+                "ratio": spans["ratio_to_ceiling_loop"],
+                "goal": f">= {SPAN_CEILING_TARGET}",
+                "met": (spans["ratio_to_ceiling_loop"] or 0) >= SPAN_CEILING_TARGET,
+            })
         if "ratio_to_ceiling_with_publish" in spans:  # runs since publishing was measured
             rows.append({
                 "target": "span throughput, one-core ceiling with publishing",
@@ -243,6 +257,9 @@ def headline(results: dict[str, Any]) -> dict[str, float]:
         numbers["spans.read_records_per_s"] = spans["read"]["records_per_s"]
         numbers["spans.ceiling_records_per_cpu_s"] = spans["ceiling"]["records_per_cpu_s"]
         numbers["spans.decode_ms"] = spans["ceiling"]["parts"]["decode_ms"]
+        if "ceiling_loop" in spans:
+            numbers["spans.ceiling_loop_records_per_cpu_s"] = (
+                spans["ceiling_loop"]["records_per_cpu_s"])
         if "publish_ms" in spans["ceiling"]["parts"]:
             numbers["spans.publish_ms"] = spans["ceiling"]["parts"]["publish_ms"]
     if span_memory := results.get("spans_memory"):

@@ -9,10 +9,12 @@ the scenarios count on), and the formulas the rates, the delays and the targets 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
 
+from benchmarks.ceiling_loop import close_with_roots
 from benchmarks.group_watch import Progress
 from benchmarks.span_ceiling import ceiling, traces_of
 from benchmarks.span_records import (
@@ -28,6 +30,7 @@ from benchmarks.span_scenarios import excess_delays, halves, judged_traces, perc
 from benchmarks.targets import span_rows
 from consumer.telemetry.conventions import map_trace
 from consumer.telemetry.otlp import decode_otlp
+from consumer.telemetry.spans import Span
 
 
 def test_a_cycle_is_a_thousand_spans_of_which_95_percent_carry_no_genai_content() -> None:
@@ -117,6 +120,21 @@ def test_flatness_compares_the_peaks_of_the_two_halves() -> None:
     assert halves(saw[:3])["growth_mb"] is None  # too short to say
 
 
+def test_the_ceiling_loop_judges_the_traces_the_worker_judges_with_the_same_spans() -> None:
+    cycles = 3
+    values = [record.value for record in records(CYCLE * cycles)]
+    open_traces: dict[str, list[Span]] = {}
+    closed = [spans for value in values
+              for spans in close_with_roots(open_traces, decode_otlp(value, "otlp_proto"))]
+    assert not open_traces  # every trace with GenAI spans ends with its root here
+    judged = [spans for spans in closed if map_trace(spans) is not None]
+    assert len(judged) == judged_traces(CYCLE * cycles) == JUDGED_PER_CYCLE * cycles
+    def ids(traces: Iterable[Sequence[Span]]) -> list[list[str]]:
+        return sorted([span.span_id for span in spans] for spans in traces)
+
+    assert ids(closed) == ids(traces_of(values))
+
+
 def test_percentile_is_the_nearest_rank() -> None:
     values = [0.01 * n for n in range(1, 101)]
     assert percentile(values, 0.5) == 0.5
@@ -145,6 +163,10 @@ def _span_results(worker_rate: float, read_rate: float, per_cpu: float,
             "ratio_to_read": worker_rate / read_rate,
             "ratio_to_ceiling": per_cpu / (1000 / 0.6),
             "wall_ratio_to_ceiling": worker_rate / (1000 / 0.6),
+            "ceiling_loop": {"records_per_s": 1400, "records_per_cpu_s": 1600,
+                             "cpu_ms_per_record": 0.625, "verdicts": 400},
+            "ratio_to_ceiling_loop": per_cpu / 1600,
+            "wall_ratio_to_ceiling_loop": worker_rate / 1400,
         },
         "spans_memory": {"peak_rss_mb": peak_mb, "rss_slope_mb_per_min": 16.0,
                          "first_half_peak_mb": peak_mb - 10, "growth_mb": 10.0,
@@ -164,6 +186,9 @@ def test_span_targets_are_ratios_against_their_bounds() -> None:
     assert rows["span throughput"]["met"] is False
     assert rows["span throughput, one-core ceiling"]["ratio"] == pytest.approx(0.918)
     assert rows["span throughput, one-core ceiling"]["met"] is True
+    assert rows["span throughput, ceiling loop"]["ratio"] == pytest.approx(1530 / 1600)
+    assert rows["span throughput, ceiling loop"]["met"] is True
+    assert "1600/CPU-s" in rows["span throughput, ceiling loop"]["bound"]
     assert rows["span memory"]["ratio"] == 0.8
     assert rows["span memory"]["met"] is True  # grew 10 MB on 230: under 5%, saw or not
     assert rows["span delay"]["ratio"] == 1.2  # one trace 0.6 s over: not met
