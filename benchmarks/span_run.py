@@ -83,7 +83,8 @@ async def run_spans(
         loop = result["ceiling_loop"]
         say(f"  ceiling loop (the same parts run, measured as the worker): "
             f"{loop['records_per_s']:.0f} records/s, {loop['cpu_ms_per_record']:.3f} ms CPU "
-            f"per record, {loop['verdicts']}/{loop['verdicts_expected']} verdicts; worker "
+            f"per record (decoding {loop['decode_ms']} of it, alone {parts['decode_ms']:.3f}), "
+            f"{loop['verdicts']}/{loop['verdicts_expected']} verdicts; worker "
             f"{result['ratio_to_ceiling_loop']:.3f} of it per CPU-s")
         say(f"  with publishing a verdict ({parts['publish_ms']:.3f} ms each) as a part: "
             f"{ceiling['with_publish_records_per_cpu_s']:.0f} records per CPU-s; worker "

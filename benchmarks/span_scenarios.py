@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaProducer
 
 from benchmarks import span_ceiling
 from benchmarks.capacity import _slope_per_min
+from benchmarks.ceiling_loop import decode_figure
 from benchmarks.group_watch import GroupWatch, Progress
 from benchmarks.kafka import OffsetWatch, verdict_times
 from benchmarks.procs import Child
@@ -148,7 +149,9 @@ async def throughput(
         loop_verdicts = await bench.topic("verdicts-ceiling")
         loop_spec = replace(spec, system=CEILING, verdicts_topic=loop_verdicts,
                             group=bench.name("group-ceiling"))
-        loop = (await _measure(bench, loop_spec, count, timeout_s)).figures()
+        measured_loop = await _measure(bench, loop_spec, count, timeout_s)
+        loop = measured_loop.figures()
+        loop["decode_ms"] = decode_figure(measured_loop.child.log_path.read_text())
         loop["judge_calls"] = (await judge.stats())["count"] - worker["judge_calls"]
     finally:
         await judge.stop()

@@ -85,7 +85,7 @@ class Pipeline:
         self._spans: SpanPath | None = None
         if config.spans is not None:
             self._spans = SpanPath(self._records, rules, config.spans, config.assembly,
-                                   self._tracker, self._tasks)
+                                   self._tracker, self._tasks, max_judging=config.max_in_flight)
         self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered/...
         self.verdicts_by_rule = self._records.by_rule  # (rule, verdict) -> verdicts
         self.span_path = self._spans  # span formats: a replay sets its time and reads its counts

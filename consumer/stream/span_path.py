@@ -80,6 +80,8 @@ class SpanPath:
         tracker: OffsetTracker[Hashable],
         tasks: Tasks,
         clock: TraceClock | None = None,
+        *,
+        max_judging: int = 256,
     ) -> None:
         self._records = records
         self._rules = rules
@@ -99,6 +101,11 @@ class SpanPath:
         self._assemblies: dict[Hashable, TraceAssembly] = {}  # the partitions being closed
         self._leaving: dict[Hashable, TraceAssembly] = {}  # revoked, their tasks finishing
         self._timer: asyncio.Task[None] | None = None
+        # A timer tick may close thousands of traces at once (all of MAX_OPEN_TRACES): they
+        # wait for the judge as the spans they already are. Their candidates, requests and
+        # calls are made ``max_judging`` at a time (the pipeline's ``max_in_flight``), each of
+        # those holding kilobytes more while it waits for one of the judge's slots.
+        self._judging = asyncio.Semaphore(max_judging)
 
     @property
     def open_traces(self) -> int:
@@ -369,9 +376,10 @@ class SpanPath:
         self, tp: Partition, offsets: PartitionOffsets, assembly: TraceAssembly,
         closed: ClosedTrace,
     ) -> None:
-        bound = log.bind(topic=tp.topic, partition=tp.partition, trace_id=closed.trace_id,
-                         offset=closed.first_offset)
-        await self._traces.handle(tp, closed, bound)
+        async with self._judging:
+            bound = log.bind(topic=tp.topic, partition=tp.partition, trace_id=closed.trace_id,
+                             offset=closed.first_offset)
+            await self._traces.handle(tp, closed, bound)
         # The records it held may now be done; a completion for a partition revoked (and
         # maybe re-assigned) meanwhile is dropped.
         done = assembly.finished(closed.trace_id)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.ceiling_loop import close_with_roots
+from benchmarks.ceiling_loop import close_with_roots, decode_figure
 from benchmarks.group_watch import Progress
 from benchmarks.span_ceiling import ceiling, traces_of
 from benchmarks.span_records import (
@@ -133,6 +133,12 @@ def test_the_ceiling_loop_judges_the_traces_the_worker_judges_with_the_same_span
         return sorted([span.span_id for span in spans] for spans in traces)
 
     assert ids(closed) == ids(traces_of(values))
+
+
+def test_the_ceiling_loops_decoding_figure_is_read_from_its_last_words() -> None:
+    log = 'aiokafka: connected\n{"decode_ms_in_loop": 0.2012, "records": 20000}\nbye\n'
+    assert decode_figure(log) == 0.2012
+    assert decode_figure("the loop died before its stop\n") is None
 
 
 def test_percentile_is_the_nearest_rank() -> None:

@@ -1,7 +1,9 @@
-"""``SpanPath`` on its own: what it shares among the partitions it owns."""
+"""``SpanPath`` on its own: what it shares among the partitions it owns, and how many closed
+traces it takes to the judge at once."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable
 
 from consumer.evaluate import Evaluator
@@ -11,7 +13,9 @@ from consumer.stream.offsets import OffsetTracker
 from consumer.stream.record_path import RecordPath
 from consumer.stream.span_path import SpanPath, Tasks
 from consumer.telemetry.assembly import AssemblyLimits
-from tests.support.pipeline_fakes import TP, GatedJudge, ListSink
+from tests.support.otel_spans import otlp_proto
+from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
+from tests.support.span_pipeline import ANSWER, P0, rag_spans
 
 
 def _path(limits: AssemblyLimits) -> SpanPath:
@@ -37,3 +41,37 @@ def test_the_worker_shares_its_bound_on_remembered_ids_among_its_partitions() ->
     for tp in many:
         path.assigned(tp)
     assert _bounds(path, many) == {1_000}  # never below the floor, however many partitions
+
+
+class LateClock:
+    """Every record came at 0 s, and it is an hour later now: every trace is due."""
+
+    def arrival(self, partition: Hashable, offset: int, timestamp_ms: int) -> float:
+        return 0.0
+
+    def now(self, partition: Hashable) -> float:
+        return 3600.0
+
+    def at_end(self, partition: Hashable) -> bool:
+        return False
+
+
+async def test_traces_closed_at_once_are_taken_to_the_judge_a_few_at_a_time() -> None:
+    judge, tracker, tasks, sink = GatedJudge(), OffsetTracker[Hashable](), Tasks(), ListSink()
+    rules = RuleSet.groundedness(Evaluator(judge, 0.5, Limits()))
+    path = SpanPath(RecordPath(sink, rules), rules, "otlp_proto", AssemblyLimits(), tracker,
+                    tasks, LateClock(), max_judging=2)
+    offsets = tracker.partition(P0)
+    path.assigned(P0)
+    path.accept(P0, offsets, [Rec(P0.topic, P0.partition, n, 0, None,
+                                  otlp_proto(rag_spans(f"Question {n}?")), [])
+                              for n in range(5)])
+    assert path.close_due() == 5  # one timer tick closes them all
+
+    await asyncio.sleep(0.05)
+    assert len(judge.started) == 2, "only two requests built and sent; three traces wait"
+    judge.open(ANSWER)
+    await asyncio.gather(*tasks[P0])
+    assert len(judge.started) == 5
+    assert len(sink.verdicts) == 5
+    assert offsets.watermark() == 5  # every record's outcome acknowledged
