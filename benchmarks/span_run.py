@@ -81,9 +81,11 @@ async def run_spans(
             f"CPU-s; worker {worker['records_per_cpu_s']:.0f} per CPU-s = "
             f"{result['ratio_to_ceiling']:.3f} of it")
         loop = result["ceiling_loop"]
-        say(f"  ceiling loop (the same parts run, measured as the worker): "
-            f"{loop['records_per_s']:.0f} records/s, {loop['cpu_ms_per_record']:.3f} ms CPU "
-            f"per record (decoding {loop['decode_ms']} of it, alone {parts['decode_ms']:.3f}), "
+        before, after = (run["cpu_ms_per_record"] for run in loop["runs"])
+        say(f"  ceiling loop (the same parts run, measured as the worker, before and after "
+            f"it): {loop['records_per_s']:.0f} records/s, {loop['cpu_ms_per_record']:.3f} ms "
+            f"CPU per record ({before:.3f} and {after:.3f}; decoding {loop['decode_ms']} of "
+            f"it, alone {parts['decode_ms']:.3f}), "
             f"{loop['verdicts']}/{loop['verdicts_expected']} verdicts; worker "
             f"{result['ratio_to_ceiling_loop']:.3f} of it per CPU-s")
         say(f"  with publishing a verdict ({parts['publish_ms']:.3f} ms each) as a part: "

@@ -26,7 +26,13 @@ from benchmarks.span_records import (
     dense_records,
     records,
 )
-from benchmarks.span_scenarios import excess_delays, halves, judged_traces, percentile
+from benchmarks.span_scenarios import (
+    excess_delays,
+    halves,
+    judged_traces,
+    loops_together,
+    percentile,
+)
 from benchmarks.targets import span_rows
 from consumer.telemetry.conventions import map_trace
 from consumer.telemetry.otlp import decode_otlp
@@ -139,6 +145,20 @@ def test_the_ceiling_loops_decoding_figure_is_read_from_its_last_words() -> None
     log = 'aiokafka: connected\n{"decode_ms_in_loop": 0.2012, "records": 20000}\nbye\n'
     assert decode_figure(log) == 0.2012
     assert decode_figure("the loop died before its stop\n") is None
+
+
+def test_the_ceiling_loops_around_the_worker_count_as_one_run_of_both() -> None:
+    def run(cpu_s: float, rate: float, decode_ms: float | None) -> dict[str, Any]:
+        return {"records": 20_000, "cpu_s": cpu_s, "records_per_s": rate,
+                "spans_per_s": rate * 100, "decode_ms": decode_ms, "verdicts": 4000,
+                "verdicts_expected": 4000, "waited_for_cpu_share": 0.01}
+
+    both = loops_together([run(10.0, 1800, 0.2), run(15.0, 1200, None)])
+    assert both["records_per_cpu_s"] == 1600  # 40,000 records in 25 CPU-s, not (2000+1333)/2
+    assert both["cpu_ms_per_record"] == 0.625
+    assert both["records_per_s"] == 1500
+    assert both["decode_ms"] == 0.2  # the run that printed it
+    assert [r["cpu_s"] for r in both["runs"]] == [10.0, 15.0]
 
 
 def test_percentile_is_the_nearest_rank() -> None:
