@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 from typing import TYPE_CHECKING
 
 import structlog
@@ -78,9 +77,6 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             return
         if not await wiring.start(consumer, settings, "consumer", stop):
             return
-        # What start-up built lives as long as the worker: out of the collector's sight, so
-        # its full collections scan only what the stream makes (measured: docs/performance.md).
-        gc.freeze()
         await pipeline.run(stop)
     finally:
         await health.close()
