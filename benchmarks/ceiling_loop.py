@@ -9,7 +9,8 @@ decodes it, and its kept spans wait by trace until the record that carries the t
 that trace is then mapped (``map_trace``), judged by the worker's judge client and
 ``Evaluator``, and its verdict published by the worker's producer and sink, up to
 ``JUDGE_MAX_CONCURRENCY`` at a time. A batch is committed once every verdict it completed is
-acknowledged.
+acknowledged, at most every 0.2 s as the worker commits, and the garbage collector is set as
+the worker's (``ops/collector.py``).
 
 Nothing else: no closing timer (a trace closes with its root's record, enough for the
 benchmark's records, whose judged traces end with their root), no bounds, no watermark held
@@ -34,13 +35,16 @@ from aiokafka import ConsumerRecord, TopicPartition
 from consumer.evaluate import Evaluator
 from consumer.judge.client import build_judge
 from consumer.judge.prompt import Limits
+from consumer.ops.collector import tune_collector
 from consumer.settings import Settings, load_settings
 from consumer.stream.clients import new_consumer, new_producer
+from consumer.stream.pipeline import PipelineConfig
 from consumer.stream.sink import KafkaVerdictSink, OutcomeTopics
 from consumer.telemetry.conventions import map_trace
 from consumer.telemetry.otlp import DecodedRecord, decode_otlp
 from consumer.telemetry.spans import Span
 
+COMMIT_INTERVAL_S = PipelineConfig(max_in_flight=1).commit_interval_s  # the worker's default
 DECODE_FIGURE = "decode_ms_in_loop"  # printed at the stop: decoding's CPU ms a record here
 Offsets = dict[TopicPartition, int]
 Pending = deque[tuple[list[asyncio.Task[None]], Offsets]]
@@ -73,6 +77,7 @@ class CeilingLoop:
         self._evaluator = Evaluator(self._judge, settings.threshold, Limits())
         self._open: dict[str, list[Span]] = {}  # kept spans by trace, until its root's record
         self._pending: Pending = deque()  # each batch's verdict tasks and its next offsets
+        self._committed_at = 0.0
         # What decoding cost here, running among the other parts, against its cost alone.
         self.decode_s = 0.0
         self.decoded = 0
@@ -90,7 +95,8 @@ class CeilingLoop:
                 if batch:
                     self._pending.append(
                         (tasks, {tp: records[-1].offset + 1 for tp, records in batch.items()}))
-                await self._commit_done()
+                if time.monotonic() - self._committed_at >= COMMIT_INTERVAL_S:
+                    await self._commit_done()
         finally:
             await self._consumer.stop()
             await self._producer.stop()
@@ -115,6 +121,7 @@ class CeilingLoop:
 
     async def _commit_done(self) -> None:
         """Commit the batches, oldest first, whose verdicts are all acknowledged."""
+        self._committed_at = time.monotonic()
         offsets: Offsets = {}
         while self._pending and all(task.done() for task in self._pending[0][0]):
             tasks, next_offsets = self._pending.popleft()
@@ -131,6 +138,7 @@ async def _main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     ceiling = CeilingLoop(load_settings())
+    tune_collector()  # as ``groundedness run`` does, once everything is imported
     await ceiling.run(stop)
     decode_ms = ceiling.decode_s / max(ceiling.decoded, 1) * 1000
     print(json.dumps({DECODE_FIGURE: round(decode_ms, 4), "records": ceiling.decoded}),

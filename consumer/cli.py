@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import importlib.util
 import json
 import sys
@@ -18,12 +17,12 @@ from consumer.commands.progress import interactive
 from consumer.commands.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS
 from consumer.errors import ConfigError
 from consumer.jsonl import decode_text, read_text
+from consumer.ops.collector import tune_collector
 from consumer.ops.logs import configure_logging
 from consumer.settings import Settings, load_settings
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
-YOUNG_COLLECTION_AFTER = 10_000  # new objects between collections of the youngest generation
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,15 +134,7 @@ def _run(_: argparse.Namespace) -> int:
     from consumer.worker import run_worker
 
     settings = _settings(kafka=True)
-    # What start-up imported (~150k objects, the openai SDK's models most of them) lives as
-    # long as the process: keep it out of the cyclic collector's full passes, each of which
-    # would otherwise walk it all (~0.1 s, measured landing on the first judge calls).
-    gc.freeze()
-    # And collect the youngest generation after 10,000 new objects rather than 700: the
-    # stream makes millions, most freed by reference counting before any collection, while
-    # each collection walks the open traces' spans still alive. On the span benchmark the
-    # collector's time fell from 0.78 to 0.22 s of 14 CPU-seconds (docs/performance.md).
-    gc.set_threshold(YOUNG_COLLECTION_AFTER, *gc.get_threshold()[1:])
+    tune_collector()  # for a long-running stream, once start-up has imported everything
     asyncio.run(run_worker(settings))
     return 0
 

@@ -126,7 +126,7 @@ def test_flatness_compares_the_peaks_of_the_two_halves() -> None:
     assert halves(saw[:3])["growth_mb"] is None  # too short to say
 
 
-def test_the_ceiling_loop_judges_the_traces_the_worker_judges_with_the_same_spans() -> None:
+def test_the_ceiling_loop_closes_every_judged_trace_with_all_its_kept_spans() -> None:
     cycles = 3
     values = [record.value for record in records(CYCLE * cycles)]
     open_traces: dict[str, list[Span]] = {}
@@ -149,14 +149,15 @@ def test_the_ceiling_loops_decoding_figure_is_read_from_its_last_words() -> None
 
 def test_the_ceiling_loops_around_the_worker_count_as_one_run_of_both() -> None:
     def run(cpu_s: float, rate: float, decode_ms: float | None) -> dict[str, Any]:
-        return {"records": 20_000, "cpu_s": cpu_s, "records_per_s": rate,
+        return {"records": 20_000, "spans": 2_000_000, "cpu_s": cpu_s, "records_per_s": rate,
                 "spans_per_s": rate * 100, "decode_ms": decode_ms, "verdicts": 4000,
                 "verdicts_expected": 4000, "waited_for_cpu_share": 0.01}
 
     both = loops_together([run(10.0, 1800, 0.2), run(15.0, 1200, None)])
     assert both["records_per_cpu_s"] == 1600  # 40,000 records in 25 CPU-s, not (2000+1333)/2
     assert both["cpu_ms_per_record"] == 0.625
-    assert both["records_per_s"] == 1500
+    assert both["records_per_s"] == 1440  # 40,000 records in 11.1 + 16.7 s, not (1800+1200)/2
+    assert both["spans_per_s"] == 144_000
     assert both["decode_ms"] == 0.2  # the run that printed it
     assert [r["cpu_s"] for r in both["runs"]] == [10.0, 15.0]
 
