@@ -233,23 +233,21 @@ async def _ceiling_loop(bench: Bench, worker: RunSpec, count: int, timeout_s: fl
 
 
 def loops_together(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Runs of the ceiling loop as one: their records over their CPU time, and over the time
-    they took at their rates;
-    each run kept (``runs``) to show how far the machine drifted between them."""
+    """Runs of the ceiling loop as one: their records over their CPU time and over the time
+    they took; each run kept (``runs``) to show how far the machine drifted between them."""
     records = sum(run["records"] for run in runs)
     cpu_s = sum(run["cpu_s"] for run in runs)
+    took_s = sum(run["records"] / run["records_per_s"] for run in runs)
     decodes = [run["decode_ms"] for run in runs if run["decode_ms"] is not None]
     return {
-        "records_per_s": round(records / sum(run["records"] / run["records_per_s"]
-                                             for run in runs), 1),
+        "records_per_s": round(records / took_s, 1),
+        "spans_per_s": round(sum(run["spans"] for run in runs) / took_s),
         "records_per_cpu_s": round(records / cpu_s, 1),
         "cpu_ms_per_record": round(cpu_s / records * 1000, 4),
         "decode_ms": round(sum(decodes) / len(decodes), 4) if decodes else None,
         "verdicts": min(run["verdicts"] for run in runs),
         "verdicts_expected": runs[0]["verdicts_expected"],
         "waited_for_cpu_share": max(run["waited_for_cpu_share"] or 0 for run in runs),
-        "spans_per_s": round(sum(run["spans"] for run in runs)
-                             / sum(run["records"] / run["records_per_s"] for run in runs)),
         "runs": runs,
     }
 
