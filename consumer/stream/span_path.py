@@ -81,7 +81,7 @@ class SpanPath:
         tasks: Tasks,
         clock: TraceClock | None = None,
         *,
-        max_judging: int = 256,
+        max_judging: int,
     ) -> None:
         self._records = records
         self._rules = rules

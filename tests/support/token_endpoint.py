@@ -9,11 +9,13 @@ import base64
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
+
+from tests.support.loopback_http import LoopbackHTTP
 
 CLIENT_ID = "groundedness-worker"
 CLIENT_SECRET = "oauth-Client-Secret-61"
@@ -75,16 +77,12 @@ class TokenEndpoint:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/oauth/token"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
-                                        daemon=True)
-        self._thread.start()
+        self._http = LoopbackHTTP(Handler)
+        self.url = f"http://127.0.0.1:{self._http.port}/oauth/token"
 
     def close(self) -> None:
         self.answering.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._http.close()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -24,6 +24,7 @@ from consumer.stream.oauth import (
     OAuthTokenUnavailable,
     shown_url,
 )
+from tests.support.loopback_http import LoopbackHTTP
 from tests.support.oauth_server import OAuthServer
 from tests.support.ports import free_port
 
@@ -119,15 +120,12 @@ class TricklingEndpoint:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/token"
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._http = LoopbackHTTP(Handler)
+        self.url = f"http://127.0.0.1:{self._http.port}/token"
 
     def close(self) -> None:
         self.stop.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._http.close()
 
 
 @pytest.fixture

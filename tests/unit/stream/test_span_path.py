@@ -22,7 +22,7 @@ def _path(limits: AssemblyLimits) -> SpanPath:
     evaluator = Evaluator(GatedJudge(), 0.5, Limits())
     rules = RuleSet.groundedness(evaluator)
     return SpanPath(RecordPath(ListSink(), rules), rules, "otlp_proto", limits,
-                    OffsetTracker[Hashable](), Tasks())
+                    OffsetTracker[Hashable](), Tasks(), max_judging=64)
 
 
 def _bounds(path: SpanPath, partitions: list[TP]) -> set[int]:

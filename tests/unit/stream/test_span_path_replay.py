@@ -65,7 +65,7 @@ def replaying_path(clock: StoppedClock | TimestampClock, max_open_traces: int = 
     limits = AssemblyLimits(quiet_s=10.0, max_wait_s=60.0, max_open_traces=max_open_traces)
     rules = RuleSet.groundedness(evaluator)
     path = SpanPath(RecordPath(ListSink(), rules), rules, "otlp_proto", limits,
-                    tracker, tasks)
+                    tracker, tasks, max_judging=64)
     path.read_log(clock, {tp: (0, 100) for tp in partitions})
     for tp in partitions:
         tracker.partition(tp)
