@@ -70,7 +70,7 @@ class TraceOrigin:
     context_source: str  # "retrieval" | "llm_input"
     spans: int  # GenAI spans kept
     root_seen: bool
-    closed_by: str  # "quiet" | "max_wait"
+    closed_by: str  # "quiet" | "max_wait" | "capacity"
     capped: int = 0  # GenAI spans not kept: over the trace's bounds
     # The resource's service and deployment environment: what TRACE_FILTER sees of a trace
     # from spans (not on the verdict).

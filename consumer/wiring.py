@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,11 +30,18 @@ from consumer.rules.registry import GROUNDEDNESS, RuleOptions, build_rules
 from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings
 from consumer.stream import aiokafka_compat
-from consumer.stream.clients import Startable, new_consumer, new_producer, start_client
+from consumer.stream.clients import (
+    REVOKE_TIMEOUT_S,
+    Startable,
+    new_consumer,
+    new_producer,
+    start_client,
+)
 from consumer.stream.kafka_errors import Refuse, map_kafka_error
 from consumer.stream.oauth import CachedTokenProvider, OAuthTokenRefused
 from consumer.stream.partitions import Partition
 from consumer.stream.pipeline import Commit, PipelineConfig
+from consumer.stream.progress import Commitment, Progress, decode
 from consumer.stream.sink import KafkaVerdictSink, OutcomeTopics, VerdictSink
 from consumer.stream.transactional import TransactionalSink
 from consumer.telemetry.assembly import AssemblyLimits
@@ -133,14 +140,13 @@ def max_uncommitted(settings: Settings) -> int:
 
 def max_uncommitted_spans(settings: Settings) -> int:
     """The window for span formats: there the watermark waits behind the oldest open trace's
-    first record (up to ``TRACE_MAX_WAIT_SECONDS``), and behind a finished trace's first
-    record while a record inside its range is held (``telemetry/record_holds.py``: traces that
-    keep interleaving chain these pins until a gap); every record after it stays uncommitted
-    meanwhile, though done and holding no memory but its offset (about 120 bytes of
-    bookkeeping). So the window is wide, or a few slow traces would pause the worker; when
-    it fills, fetching pauses, traces close by time and the chain lets go. The open traces
+    first record (up to ``TRACE_MAX_WAIT_SECONDS`` of the records' time); every record after
+    it stays below the next commit meanwhile, though done (the commit's progress says so)
+    and holding no memory but its offset (about 120 bytes of bookkeeping). So the window is
+    wide, or a few slow traces would pause the worker; when it fills with nothing being
+    judged, the oldest open trace closes (``closed_by: "capacity"``). The open traces
     themselves are bounded by ``MAX_OPEN_TRACES``."""
-    return max(max_uncommitted(settings), 20 * settings.max_open_traces)
+    return max(max_uncommitted(settings), 20 * settings.max_open_traces, 100_000)
 
 
 def assembly_limits(settings: Settings) -> AssemblyLimits:
@@ -160,11 +166,13 @@ def pipeline_config(settings: Settings) -> PipelineConfig:
             max_in_flight=max_in_flight(settings),
             max_uncommitted=max_uncommitted(settings),
             drain_timeout_s=settings.drain_timeout_seconds,
+            revoke_timeout_s=REVOKE_TIMEOUT_S,
         )
     return PipelineConfig(
         max_in_flight=max_in_flight(settings),
         max_uncommitted=max_uncommitted_spans(settings),
         drain_timeout_s=settings.drain_timeout_seconds,
+        revoke_timeout_s=REVOKE_TIMEOUT_S,
         spans=settings.traces_format,
         assembly=assembly_limits(settings),
     )
@@ -246,11 +254,46 @@ def delivery(settings: Settings, consumer: AIOKafkaConsumer) -> Delivery:
         return Delivery(transactions, transactions.commit, None, transactions)
     producer = create_producer(settings)
 
-    async def commit(offsets: dict[Partition, int]) -> dict[Partition, int]:
-        await consumer.commit(offsets)
+    async def commit(offsets: dict[Partition, Commitment]) -> dict[Partition, Commitment]:
+        await consumer.commit(dict(offsets))
         return offsets
 
     return Delivery(verdict_sink(settings, producer), commit, producer, None)
+
+
+COMMITTED_READ_TIMEOUT_S = 15.0
+
+
+ReadProgress = Callable[[Collection[Partition]], Awaitable[dict[Partition, Progress]]]
+
+
+def committed_progress(consumer: AIOKafkaConsumer) -> ReadProgress:
+    """The group's committed offsets of the partitions given, with their progress
+    (``stream/progress.py``); those never committed are left out. Raises what the
+    coordinator raised (exactly once's ownership retries)."""
+
+    async def read(partitions: Collection[Partition]) -> dict[Partition, Progress]:
+        committed = await aiokafka_compat.committed_with_metadata(consumer, partitions)
+        return {tp: decode(metadata, offset) for tp, (offset, metadata) in committed.items()}
+
+    return read
+
+
+def progress_reader(consumer: AIOKafkaConsumer) -> ReadProgress:
+    """``committed_progress`` for a new owner at least once, bounded: if the coordinator
+    does not answer, nothing is skipped (more is redone), and the worker says so."""
+    read_committed = committed_progress(consumer)
+
+    async def read(partitions: Collection[Partition]) -> dict[Partition, Progress]:
+        try:
+            async with asyncio.timeout(COMMITTED_READ_TIMEOUT_S):
+                return await read_committed(partitions)
+        except Exception as exc:  # any failure only means more is redone
+            log.warning("progress_read_failed", error=f"{type(exc).__name__}: {exc}"[:300],
+                        detail="the partitions are read again from their committed offsets")
+            return {}
+
+    return read
 
 
 def outcome_topics(settings: Settings) -> OutcomeTopics:

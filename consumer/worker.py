@@ -49,11 +49,17 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     config = wiring.pipeline_config(settings)
     events = wiring.verdict_events(settings)  # VERDICT_EVENTS: None unless otlp
     sink = wiring.with_events(delivery.sink, events)
-    pipeline = Pipeline(consumer, sink, rules, delivery.commit, config)
+    pipeline = Pipeline(
+        consumer, sink, rules, delivery.commit, config,
+        # Exactly once, ownership reads the progress after fencing (its step 2).
+        read_progress=wiring.progress_reader(consumer) if transactions is None else None,
+        read_to_end=lambda tp: aiokafka_compat.read_to_end(consumer, tp),
+    )
     rebalance: RebalanceHandler = pipeline  # at least once: partitions move straight to it
     ownership: PartitionOwnership | None = None
     if transactions is not None:
-        rebalance = ownership = PartitionOwnership(consumer, transactions, pipeline, stop)
+        rebalance = ownership = PartitionOwnership(
+            consumer, transactions, pipeline, stop, wiring.committed_progress(consumer))
     health = WorkerHealth(consumer, pipeline, stop, waiting=ownership)
     # Every client shares the consumer's token provider: a revoked secret stops the worker.
     oauth_refusal = wiring.OAuthRefusalStop(consumer, stop)

@@ -18,7 +18,7 @@ RULE: RuleName = "groundedness"
 
 Outcome = Literal["pass", "fail", "error"]
 ContextSource = Literal["retrieval", "llm_input"]
-ClosedBy = Literal["quiet", "max_wait"]
+ClosedBy = Literal["quiet", "max_wait", "capacity"]
 
 
 def _unset(value: object) -> bool:
@@ -90,7 +90,8 @@ class Assembly(BaseModel):
     root_seen: bool = Field(description="Whether the trace's root span arrived.")
     closed_by: ClosedBy = Field(
         description="quiet: the root arrived and no span for TRACE_QUIET_SECONDS; "
-        "max_wait: TRACE_MAX_WAIT_SECONDS after the first span."
+        "max_wait: TRACE_MAX_WAIT_SECONDS after the first span; capacity: MAX_OPEN_TRACES "
+        "reached, the oldest open trace closed with what it had."
     )
     capped: int = Field(
         default=0,

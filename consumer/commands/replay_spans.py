@@ -29,5 +29,4 @@ def read_log(pipeline: Pipeline, consumer: WindowConsumer, window: Window, start
         raise ValueError("the pipeline reads no span format")
     span_path.read_log(LogClock(window, started_at), window.ranges(), traces)
     consumer.open_traces = span_path.open_on
-    consumer.on_held_fetch = span_path.close_stalled
     return span_path

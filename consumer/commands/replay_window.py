@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import structlog
 
 from consumer.stream.partitions import Partition
+from consumer.stream.progress import Commitment
 
 log = structlog.get_logger(__name__)
 
@@ -207,11 +208,11 @@ class Window:
         if span.last_fetched is not None and offset <= span.last_fetched:
             span.last_fetched = offset - 1 if offset > span.lead else None
 
-    async def commit(self, offsets: dict[Partition, int]) -> dict[Partition, int]:
+    async def commit(self, offsets: dict[Partition, Commitment]) -> dict[Partition, Commitment]:
         """The pipeline's commit callable: note the watermarks, never touch Kafka."""
-        for tp, mark in offsets.items():
+        for tp, commitment in offsets.items():
             span = self._spans[tp]
-            span.watermark = max(span.watermark, mark)
+            span.watermark = max(span.watermark, commitment.offset)
         if self.on_progress is not None:
             self.on_progress(self.completed)
         self.check()
@@ -232,19 +233,13 @@ class WindowConsumer:
         self._consumer = consumer
         self._window = window
         self._parked: set[Partition] = set()  # paused by the window, for good
-        self._held = False  # the pipeline paused fetching, and has not resumed it since
-        # A span topic's replay: the traces open on a partition (``SpanPath.open_on``), and
-        # what to call when the pipeline fetches while it holds every partition paused
-        # (``SpanPath.close_stalled``).
+        # A span topic's replay: the traces open on a partition (``SpanPath.open_on``).
         self.open_traces: Callable[[Partition], int] | None = None
-        self.on_held_fetch: Callable[[], object] | None = None
 
     async def getmany(
         self, *partitions: Partition, timeout_ms: int = 0, max_records: int | None = None
     ) -> dict[Partition, list[Any]]:
         """Fetch, drop records past the window, pause partitions with nothing more to read."""
-        if self._held and self.on_held_fetch is not None:
-            self.on_held_fetch()
         self._park(settled=True)
         batches = await self._consumer.getmany(
             *partitions, timeout_ms=timeout_ms, max_records=max_records
@@ -284,12 +279,10 @@ class WindowConsumer:
 
     def pause(self, *partitions: Partition) -> None:
         """Pause fetching (backpressure, drain)."""
-        self._held = self._held or bool(partitions)
         self._consumer.pause(*partitions)
 
     def resume(self, *partitions: Partition) -> None:
         """Resume fetching, except for partitions with nothing more to read."""
-        self._held = False
         self._consumer.resume(*[tp for tp in partitions
                                 if tp not in self._parked and not self._window.is_parked(tp)])
 

@@ -81,6 +81,7 @@ class EventingSink:
         self._sink = sink
         self._events = events
         self._on_commit = isinstance(sink, TransactionalSink)
+        self.holds_until_commit = self._on_commit
         if isinstance(sink, TransactionalSink):
             sink.on_committed = events.emit
 

@@ -18,16 +18,20 @@ values known in advance start at 0, so rates and ratios exist before the first e
 | ``groundedness_circuit_open`` | gauge | circuit breaker (1 while the judge is down) |
 | ``groundedness_spans_total{outcome}`` | counter | span input: ``kept`` (GenAI) or ``dropped`` |
 | ``groundedness_open_traces`` | gauge | span input: traces being assembled |
-| ``groundedness_traces_closed_total{closed_by}`` | counter | span input: ``quiet`` / ``max_wait`` |
+| ``groundedness_traces_closed_total{closed_by}`` | counter | span input: quiet/max_wait/capacity |
 | ``groundedness_late_spans_total`` | counter | span input: spans of a trace already closed |
 | ``groundedness_split_traces_total`` | counter | span input: a trace seen on two partitions |
 | ``groundedness_unkeyed_span_records_total`` | counter | span input: a record not keyed by trace |
 | ``groundedness_verdict_events_dropped_total`` | counter | VERDICT_EVENTS: events never sent |
+| ``groundedness_records_redone_total{reason}`` | counter | hand-over: skipped_done / reread |
+| ``groundedness_commit_metadata_bytes`` | histogram | each commit: its progress's size |
+| ``groundedness_commit_metadata_overflow_total`` | counter | a progress that did not fit |
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -87,8 +91,9 @@ SPANS = _counter(
 OPEN_TRACES = _gauge("groundedness_open_traces", "Traces being assembled on this worker.")
 TRACES_CLOSED = _counter(
     "groundedness_traces_closed",
-    "Traces closed for judging, by why: quiet (root in, then no span for TRACE_QUIET_SECONDS) "
-    "or max_wait (TRACE_MAX_WAIT_SECONDS after the first span).",
+    "Traces closed for judging, by why: quiet (root in, then no span for TRACE_QUIET_SECONDS), "
+    "max_wait (TRACE_MAX_WAIT_SECONDS after the first span) or capacity (MAX_OPEN_TRACES "
+    "reached: the oldest closed with what it had).",
     "closed_by",
 )
 LATE_SPANS = _counter("groundedness_late_spans", "Spans of a trace already closed: ignored.")
@@ -102,6 +107,34 @@ UNKEYED_SPAN_RECORDS = _counter(
     "Span records whose key is not the one trace id they carry (the exporter is not "
     "partitioning by trace id, so a trace's spans may land on several partitions).",
 )
+
+# Progress in the commit metadata (consumer/stream/progress.py).
+RECORDS_REDONE = _counter(
+    "groundedness_records_redone",
+    "Records below where a partition's previous owner had read, met again after a hand-over "
+    "or restart: skipped_done (it had finished them: skipped) or reread (it had not).",
+    "reason",
+)
+COMMIT_METADATA_BYTES = Histogram(
+    "groundedness_commit_metadata_bytes",
+    "Size of the progress written in each partition's commit metadata.",
+    buckets=(16, 64, 256, 1024, 2048, 3072, 4000),
+    registry=REGISTRY,
+)
+COMMIT_METADATA_OVERFLOW = _counter(
+    "groundedness_commit_metadata_overflow",
+    "Commits left out because the partition's progress did not fit the commit metadata: its "
+    "last commit stands, and more is redone after a hand-over.",
+)
+
+
+def taken(how: Literal["new", "reread", "skipped_done"]) -> bool:
+    """Count a fetched record met again after a hand-over; False when it is skipped."""
+    if how == "new":
+        return True
+    RECORDS_REDONE.labels(how).inc()
+    return how == "reread"
+
 
 # VERDICT_EVENTS=otlp (consumer/events): best effort beside the verdict topic.
 VERDICT_EVENTS_DROPPED = _counter(
@@ -124,5 +157,7 @@ for _reason in ("empty_output", "filtered", "sampled_out"):
     SKIPPED.labels(_reason)
 for _outcome in ("kept", "dropped"):
     SPANS.labels(_outcome)
-for _closed_by in ("quiet", "max_wait"):
+for _redone in ("skipped_done", "reread"):
+    RECORDS_REDONE.labels(_redone)
+for _closed_by in ("quiet", "max_wait", "capacity"):
     TRACES_CLOSED.labels(_closed_by)

@@ -1,6 +1,6 @@
 """Every use of aiokafka's private API, in one place (aiokafka pinned to 0.14.x in pyproject).
 
-aiokafka has no public way to do seven things the worker needs:
+aiokafka has no public way to do nine things the worker needs:
 
 - back off a failed metadata update (``install`` wraps ``AIOKafkaClient._metadata_update``);
 - tell a refused login from an unreachable broker (``connection_failures`` reads the cause
@@ -13,7 +13,10 @@ aiokafka has no public way to do seven things the worker needs:
   (``oauth_token_provider``: ``_sasl_oauth_token_provider`` of the consumer's ``_client``,
   the producer's ``client``);
 - notice that the broker refused an OAUTHBEARER token (``install`` makes
-  ``AIOKafkaConnection.authenticator_oauth`` return ``ChallengeAwareOAuthAuthenticator``).
+  ``AIOKafkaConnection.authenticator_oauth`` return ``ChallengeAwareOAuthAuthenticator``);
+- read a commit's metadata (``committed_with_metadata``: the coordinator's OffsetFetch);
+- tell whether a partition is read to its end without awaiting (``read_to_end``: the
+  subscription's position and pauses).
 
 ``install`` is called once the process is about to use Kafka (``run_worker``, the replay and
 load-sample commands), never on import. ``tests/unit/stream/test_aiokafka_compat.py`` checks
@@ -28,11 +31,11 @@ import contextlib
 import json
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.client import AIOKafkaClient
 from aiokafka.conn import AIOKafkaConnection, OAuthAuthenticator
@@ -253,3 +256,31 @@ def _challenge_aware_authenticator(connection: AIOKafkaConnection) -> OAuthAuthe
 
 
 _challenge_aware_authenticator._groundedness_challenge = True  # type: ignore[attr-defined]
+
+
+# -- the commit's metadata and the read frontier --------------------------------------------------
+
+
+async def committed_with_metadata(
+    consumer: AIOKafkaConsumer, partitions: Collection[TopicPartition]
+) -> dict[TopicPartition, tuple[int, str]]:
+    """The group's committed offsets of ``partitions`` with their metadata strings (those
+    without a commit are left out). aiokafka's ``committed()`` drops the metadata; its
+    coordinator's OffsetFetch keeps it."""
+    fetched = await consumer._coordinator.fetch_committed_offsets(list(partitions))
+    return {tp: (meta.offset, meta.metadata or "") for tp, meta in fetched.items()
+            if meta.offset >= 0}
+
+
+def read_to_end(consumer: AIOKafkaConsumer, tp: TopicPartition) -> bool:
+    """Has every record of ``tp`` available on the broker been handed out, and is it not
+    paused? (The position passes transaction markers, so it is compared, not the last
+    record's offset; the end is the last stable offset under read_committed.)"""
+    subscription = consumer._subscription
+    if not subscription.is_assigned(tp) or tp in subscription.paused_partitions():
+        return False
+    state = subscription.subscription.assignment.state_value(tp)
+    end = consumer.last_stable_offset(tp)
+    if end is None or end < 0:
+        end = consumer.highwater(tp)
+    return bool(state.has_valid_position and end is not None and state.position >= end)

@@ -33,6 +33,13 @@ log = structlog.get_logger(__name__)
 
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
+# How long the group waits for its members to rejoin a rebalance: set, not left at aiokafka's
+# default (the 10 s session timeout), since a member first hands its partitions back
+# (``Pipeline.on_partitions_revoked``: in-flight work for at most ``REVOKE_TIMEOUT_S``, then
+# a commit, then under exactly once its producers stopped, each bounded). A member slower
+# than this is expelled and its last commit refused; the revoke's bound keeps it well under.
+REBALANCE_TIMEOUT_MS = 60_000
+REVOKE_TIMEOUT_S = 10.0
 
 
 def client_options(settings: Settings, client_id: str) -> dict[str, Any]:
@@ -192,6 +199,7 @@ def new_consumer(settings: Settings, client_id: str, group_id: str | None) -> AI
         auto_offset_reset="earliest",
         isolation_level="read_committed",
         max_poll_interval_ms=300_000,
+        rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
         **client_options(settings, client_id),
     )
 

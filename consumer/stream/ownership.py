@@ -5,12 +5,13 @@ Taking a partition is three steps, in this order; the order is the correctness a
 1. Start the partition's transactional producer. Initialising its transactional id aborts
    the previous owner's open transaction and fences it: from then on nothing commits for
    the partition except through this producer.
-2. Read the committed offset again and seek to it (to the beginning when there is none).
-   aiokafka read it when the partition was assigned, before step 1, so a transaction the
-   previous owner committed in between would leave this worker reading from a stale offset
-   and publishing again what that transaction published. (KIP-447 clients do the same;
-   aiokafka has no KIP-447.)
-3. Hand the partition to the pipeline, which from then on dispatches its records.
+2. Read the committed offset again, with its progress (``progress.py``), and seek to it (to
+   the beginning when there is none). aiokafka read it when the partition was assigned,
+   before step 1, so a transaction the previous owner committed in between would leave this
+   worker reading from a stale offset and publishing again what that transaction published.
+   (KIP-447 clients do the same; aiokafka has no KIP-447.)
+3. Hand the partition and its progress to the pipeline, which from then on dispatches its
+   records, skipping those the progress marks done.
 
 Each assigned partition has one task that takes it, outside the rebalance callback (which
 must return: heartbeats and ``stop()`` wait for it). Until step 3 the partition is paused
@@ -24,12 +25,14 @@ partition's in-flight work, so the partition starts over from its committed offs
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Collection
 from typing import Protocol
 
 import structlog
 from aiokafka import TopicPartition
 
 from consumer.stream.pipeline import Pipeline
+from consumer.stream.progress import Progress
 from consumer.stream.transactional import TransactionalSink
 
 log = structlog.get_logger(__name__)
@@ -41,10 +44,12 @@ TAKE_TIMEOUT_S = 15.0
 TAKE_RETRY_S = (1.0, 30.0)
 
 
+# The committed offsets of the partitions, with their progress; none for one never committed.
+ReadCommitted = Callable[[Collection[TopicPartition]], Awaitable[dict[TopicPartition, Progress]]]
+
+
 class OwnedConsumer(Protocol):
     """The consumer methods that taking a partition needs."""
-
-    async def committed(self, partition: TopicPartition) -> int | None: ...
 
     def seek(self, partition: TopicPartition, offset: int) -> None: ...
 
@@ -62,8 +67,10 @@ class PartitionOwnership:
         sink: TransactionalSink,
         pipeline: Pipeline,
         stop: asyncio.Event,
+        read_committed: ReadCommitted,
     ) -> None:
         self._consumer = consumer
+        self._read_committed = read_committed
         self._sink = sink
         self._pipeline = pipeline
         self._stop = stop
@@ -108,11 +115,12 @@ class PartitionOwnership:
             try:
                 async with asyncio.timeout(TAKE_TIMEOUT_S):
                     await self._sink.start_partition(tp)  # Step 1: fence the previous owner
-                    committed = await self._consumer.committed(tp)  # Step 2: read after it
-                    if committed is None:
+                    # Step 2: read after it
+                    progress = (await self._read_committed([tp])).get(tp)
+                    if progress is None:
                         await self._consumer.seek_to_beginning(tp)
                     else:
-                        self._consumer.seek(tp, committed)
+                        self._consumer.seek(tp, progress.watermark)
                 break
             except Exception as exc:  # the broker or its coordinator did not answer: retry
                 delay = min(max(2 * delay, TAKE_RETRY_S[0]), TAKE_RETRY_S[1])
@@ -120,8 +128,11 @@ class PartitionOwnership:
                 failed = True
         self._waiting.pop(tp, None)
         if failed or forget:
-            log.info("partition_started", partition=str(tp), offset=committed)
-        await self._pipeline.on_partitions_assigned({tp})  # Step 3: dispatch from here on
+            log.info("partition_started", partition=str(tp),
+                     offset=None if progress is None else progress.watermark)
+        # Step 3: dispatch from here on
+        await self._pipeline.on_partitions_assigned(
+            {tp}, {} if progress is None else {tp: progress})
 
     def _failed(self, tp: TopicPartition, exc: Exception, retry_in_s: float, *,
                 first: bool) -> None:

@@ -6,12 +6,22 @@ of order within and across partitions. Commit order, which is what makes this sa
 
 1. a record's outcome is acknowledged by the broker (or it was skipped);
 2. only then is its offset marked done in the partition's ``PartitionOffsets``;
-3. the committed offset is the watermark: the lowest offset not yet done.
+3. the committed offset is the watermark: the lowest offset not yet done; the commit's
+   metadata carries the progress above it (``progress.py``): the records not yet done, and
+   for span input the finished traces spread over them.
 
-So nothing below a commit lacks an outcome, and a crash redelivers at most the records that
-were between fetch and commit, which is bounded by ``max_uncommitted``; at most
-``max_in_flight`` of them are being worked on (beyond either, the partitions are paused,
-and re-paused after every rebalance).
+So nothing below a commit lacks an outcome, and nothing the progress marks done lacks one
+either. Whoever reads the partition next (after a crash, a stop or a rebalance) reads it from
+the watermark, and skips what the progress marks done (``on_partitions_assigned`` reads it
+before any record is dispatched): a graceful hand-over redoes only the work still in flight,
+a crash also what finished since the last commit (one ``commit_interval_s``). The records
+between fetch and commit are bounded by ``max_uncommitted``; at most ``max_in_flight`` of
+them are being worked on (beyond either, the partitions are paused, and re-paused after
+every rebalance).
+
+A revoked partition waits for its in-flight work only ``revoke_timeout_s``, well under the
+group's rebalance timeout (``clients.REBALANCE_TIMEOUT_MS``), then commits its progress: no
+member is expelled for waiting on its own work, and the next owner redoes what was cut.
 
 With ``TRACES_FORMAT=otlp_proto|otlp_json`` records are not judged one by one: they feed
 each partition's trace assembly, and closed traces are judged (``span_path.py``, which keeps
@@ -23,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Collection, Hashable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -32,16 +42,21 @@ from consumer.ops import metrics
 from consumer.rules.rule_set import RuleSet
 from consumer.stream.offsets import OffsetTracker, PartitionOffsets
 from consumer.stream.partitions import Consumer, Partition
+from consumer.stream.progress import Commitment, Progress, encode
 from consumer.stream.record_path import RecordPath
 from consumer.stream.sink import Record, VerdictSink
 from consumer.stream.span_path import SpanPath
 from consumer.telemetry.assembly import AssemblyLimits
+from consumer.telemetry.clock import FrontierClock, ReadEnds
 from consumer.telemetry.otlp import OtlpEncoding
 
 log = structlog.get_logger(__name__)
 
-# Commits the offsets it is given and returns those that did commit.
-Commit = Callable[[dict[Partition, int]], Awaitable[dict[Partition, int]]]
+# Commits the offsets and progress it is given and returns those that did commit.
+Commit = Callable[[dict[Partition, Commitment]], Awaitable[dict[Partition, Commitment]]]
+# The progress of the partitions' last commits (a new owner's, before it dispatches).
+ReadProgress = Callable[[Collection[Partition]], Awaitable[dict[Partition, Progress]]]
+OVERFLOW_LOG_EVERY_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +66,7 @@ class PipelineConfig:
     max_in_flight: int  # records fetched whose outcome is not yet acknowledged
     max_uncommitted: int | None = None  # records between fetch and commit (default: the same)
     drain_timeout_s: float = 45.0
-    revoke_timeout_s: float = 10.0
+    revoke_timeout_s: float = 10.0  # well under the group's rebalance timeout
     commit_interval_s: float = 0.2
     fetch_timeout_ms: int = 200
     final_commit_timeout_s: float = 5.0  # the drain's last commit, if the broker is away
@@ -69,8 +84,15 @@ class Pipeline:
         rules: RuleSet,
         commit: Commit,
         config: PipelineConfig,
+        *,
+        read_progress: ReadProgress | None = None,
+        read_to_end: ReadEnds | None = None,
     ) -> None:
+        """``read_progress``: the group's committed progress (None: no group, as a replay);
+        ``read_to_end``: whether a partition is read to its end (span time runs on then;
+        None: whenever fetching is not paused)."""
         self._consumer = consumer
+        self._read_progress = read_progress
         self._rules = rules
         self._records = RecordPath(sink, rules)
         self._commit_offsets = commit
@@ -83,9 +105,13 @@ class Pipeline:
         # per partition producer cannot overlap another).
         self._commit_lock = asyncio.Lock()
         self._spans: SpanPath | None = None
+        self._overflow_logged_at = -float("inf")
         if config.spans is not None:
+            ends = read_to_end or (lambda tp: True)
+            clock = FrontierClock(lambda tp: not self._paused and ends(tp))
             self._spans = SpanPath(self._records, rules, config.spans, config.assembly,
-                                   self._tracker, self._tasks, max_judging=config.max_in_flight)
+                                   self._tracker, self._tasks, clock,
+                                   max_judging=config.max_in_flight)
         self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered/...
         self.verdicts_by_rule = self._records.by_rule  # (rule, verdict) -> verdicts
         self.span_path = self._spans  # span formats: a replay sets its time and reads its counts
@@ -115,10 +141,9 @@ class Pipeline:
         """How many more records may be fetched (0 or less: pause)."""
         in_flight = self._tracker.in_flight
         if self._spans is not None:
-            if self._spans.full:
-                return 0
             # Records held by open traces are not being worked on: only the closed traces
-            # being judged (and dead letters being sent) are.
+            # being judged (and dead letters being sent) are. Open traces are bounded by
+            # closing the oldest at MAX_OPEN_TRACES, not by pausing (``SpanPath``).
             in_flight = sum(len(tasks) for tasks in self._tasks.values())
         return min(
             self._config.max_in_flight - in_flight,
@@ -129,6 +154,8 @@ class Pipeline:
     async def _fetch_once(self) -> None:
         room = self._room()
         self._apply_backpressure(room)
+        if self._paused and self._spans is not None:
+            self._spans.close_stalled()  # a full window that nothing else would empty
         batches = await self._consumer.getmany(
             timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)
         )
@@ -149,7 +176,8 @@ class Pipeline:
                 continue
             tasks = self._tasks.setdefault(tp, set())
             for record in records:
-                offsets.add(record.offset)
+                if not metrics.taken(offsets.take(record.offset)):
+                    continue  # its previous owner finished it (the commit's progress)
                 task = asyncio.create_task(self._handle(tp, offsets, record))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -192,19 +220,49 @@ class Pipeline:
         """Commit the moved watermarks (of ``partitions``, or all), one commit at a time."""
         async with self._commit_lock:
             # Read under the lock: a commit that finished while this one waited has moved them.
-            offsets = {
-                tp: mark for tp, mark in self._tracker.to_commit().items()
-                if partitions is None or tp in partitions
-            }
-            if not offsets:
+            # Each partition's progress and (exactly once) its held outcomes are taken at
+            # this one instant: what finishes while the commit is on its way goes next time.
+            commitments: dict[Partition, Commitment] = {}
+            snapshots: dict[Partition, int] = {}
+            for tp in self._tracker.changed():
+                if partitions is not None and tp not in partitions:
+                    continue
+                if (commitment := self._commitment(tp)) is not None:
+                    commitments[tp] = commitment
+                    snapshots[tp] = self._tracker.partition(tp).snapshot
+            if not commitments:
                 return
             try:
-                committed = await self._commit_offsets(offsets)
+                committed = await self._commit_offsets(commitments)
             except Exception as exc:  # a rebalance in progress; the revoke path commits instead
                 log.warning(event, error=f"{type(exc).__name__}: {exc}")
                 return
-            self._tracker.committed(committed)
+            for tp, commitment in committed.items():
+                if (offsets := self._tracker.current(tp)) is not None:
+                    offsets.committed(commitment.offset, snapshots.get(tp))
         metrics.IN_FLIGHT.set(self._tracker.uncommitted)
+
+    def _commitment(self, tp: Partition) -> Commitment | None:
+        """The partition's watermark and progress as a commit; None when the progress does
+        not fit the metadata (its last commit stands: more is redone, nothing skipped)."""
+        offsets = self._tracker.partition(tp)
+        closed = self._spans.closed_keys(tp) if self._spans is not None else ()
+        progress = offsets.progress(closed)
+        if progress is None:
+            return None
+        metadata = encode(progress)
+        if metadata is None:
+            metrics.COMMIT_METADATA_OVERFLOW.inc()
+            now = time.monotonic()
+            if now - self._overflow_logged_at >= OVERFLOW_LOG_EVERY_S:
+                self._overflow_logged_at = now
+                log.warning("commit_metadata_overflow", partition=str(tp),
+                            watermark=progress.watermark, not_done=progress.reread,
+                            closed_traces=len(progress.closed),
+                            detail="the partition's last commit stands until its progress fits")
+            return None
+        metrics.COMMIT_METADATA_BYTES.observe(len(metadata))
+        return Commitment(progress.watermark, metadata)
 
     # -- rebalances (called by the consumer's listener, between fetches) -------------------
 
@@ -226,11 +284,24 @@ class Pipeline:
                 self._spans.forget(tp)
         log.info("partitions_revoked", partitions=sorted(str(tp) for tp in revoked))
 
-    async def on_partitions_assigned(self, assigned: Collection[Partition]) -> None:
-        """Start fresh state and dispatch from here on; aiokafka forgets pauses on
-        assignment, so re-pause if full (and resume one paused while it was handed over)."""
+    async def on_partitions_assigned(
+        self, assigned: Collection[Partition],
+        progress: Mapping[Partition, Progress] | None = None,
+    ) -> None:
+        """Start fresh state from the partitions' committed progress (``progress``, else read
+        here) and dispatch from here on; aiokafka forgets pauses on assignment, so re-pause
+        if full (and resume one paused while it was handed over)."""
+        if progress is None and self._read_progress is not None and assigned:
+            progress = await self._read_progress(assigned)
         for tp in assigned:
-            self._tracker.partition(tp)
+            inherited = (progress or {}).get(tp)
+            self._tracker.partition(tp, inherited)
+            if inherited is not None and inherited.fetched_to > inherited.watermark:
+                log.info("partition_progress_read", partition=str(tp),
+                         committed=inherited.watermark, fetched_to=inherited.fetched_to,
+                         reread=inherited.reread,
+                         skippable=inherited.fetched_to - inherited.watermark - inherited.reread,
+                         closed_traces=len(inherited.closed))
             if self._spans is not None:
                 self._spans.assigned(tp)
         if assigned and self._paused:

@@ -39,6 +39,10 @@ class RecordPath:
     def __init__(self, sink: VerdictSink, rules: RuleSet) -> None:
         self._sink = sink
         self._rules = rules
+        # Exactly once, publishing only holds a verdict for the next commit, never waiting:
+        # a trace's verdicts are then held in turn, and its record marked done, with no
+        # commit in between (a commit takes every held outcome: never part of a trace's).
+        self._in_turn = bool(getattr(sink, "holds_until_commit", False))
         self.outcomes: Counter[str] = Counter()
         self.by_rule: Counter[tuple[str, str]] = Counter()  # (rule, verdict) -> verdicts
 
@@ -72,8 +76,9 @@ class RecordPath:
         elif not results.evaluations:
             self.outcomes["not_applicable"] += 1
             bound.debug("trace_not_judged", reason="no rule applies", rules=self._rules.names)
-        if len(results.evaluations) == 1:  # no task to make for one verdict
-            await self.publish(results.evaluations[0], bound)
+        if len(results.evaluations) == 1 or self._in_turn:  # no task to make for one verdict
+            for evaluation in results.evaluations:
+                await self.publish(evaluation, bound)
         else:  # each acknowledged on its own, at once
             await asyncio.gather(*(self.publish(evaluation, bound)
                                    for evaluation in results.evaluations))

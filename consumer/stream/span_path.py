@@ -2,18 +2,21 @@
 trace assembly -> one task per closed trace -> verdict -> the offsets it held done.
 
 The commit order of ``pipeline.py`` holds with one change, which ``TraceAssembly`` tracks: a
-record's offset is done once every trace it fed kept spans to is finished (its verdict
+record's offset is done once every trace it has spans of is finished (its verdict
 acknowledged, or it got none). So the watermark never passes the first record of an open
-trace, and whoever reads the partition next (after a revoke or a restart) reassembles it.
+trace; the commit's progress lists the records not done above it and the finished traces
+spread over them, and whoever reads the partition next (after a revoke or a restart)
+re-reads just those records, reassembling each open trace whole (``stream/progress.py``).
 
 Records are decoded and added in the fetch loop, in offset order (the assembly needs that;
 decoding is CPU only); what is due by a record's arrival closes before it is added, so its
-spans are late to those traces wherever the timer stood. Closing is otherwise by time alone,
-in a timer independent of fetching: a paused worker (assembly or window full) still closes
-its traces by their max wait, and their outcomes free it, so the pause cannot deadlock. Time
-is the ``TraceClock``'s: the wall clock, or in a replay the log's (``read_log``), which does
-not pass while nothing is read: there the open traces are held under ``MAX_OPEN_TRACES`` as
-records are added (the next due close early), and ``close_stalled`` frees a stalled pause.
+spans are late to those traces wherever the timer stood. Closing is otherwise by time, in a
+timer independent of fetching. Time is the read frontier's (``telemetry/clock.FrontierClock``:
+the records' timestamps, running with the wall clock only while a partition is read to its
+end), or in a replay the log's (``read_log``). Neither passes while a partition is paused or
+lagging, so no trace closes for want of records not read yet; instead, at ``MAX_OPEN_TRACES``
+the oldest open trace closes as records are added (``closed_by: "capacity"``; a replay closes
+the next due, as it would have), and ``close_stalled`` frees a pause that nothing else would.
 A closed trace is judged in its own task,
 kept in the pipeline's per-partition task set, so a revoke and the drain wait for it or
 cancel it as they do a record's task. The drain stops the timer first: open traces are not
@@ -45,7 +48,7 @@ from consumer.stream.sink import Record
 from consumer.stream.split_traces import SplitWatch
 from consumer.stream.trace_path import TracePath
 from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits, ClosedTrace, TraceAssembly
-from consumer.telemetry.clock import TraceClock, WallClock
+from consumer.telemetry.clock import FrontierClock, TraceClock, WallClock
 from consumer.telemetry.otlp import DecodedRecord, OtlpEncoding, decode_otlp
 
 log = structlog.get_logger(__name__)
@@ -53,9 +56,10 @@ log = structlog.get_logger(__name__)
 TIMER_MAX_SLEEP_S = 0.2  # bounds the delay of a trace that opened while the timer slept
 TIMER_MIN_SLEEP_S = 0.005
 MIN_REMEMBERED_IDS = 1_000  # per partition, however many a worker owns
-EARLY_LOG_EVERY_S = 10.0  # a replay's traces closed early: one warning at most this often
+EARLY_LOG_EVERY_S = 10.0  # traces closed early or at capacity: one warning at most this often
 _SPANS_KEPT = metrics.SPANS.labels("kept")
 _SPANS_DROPPED = metrics.SPANS.labels("dropped")
+
 
 Tasks = dict[Hashable, set[asyncio.Task[None]]]
 
@@ -96,8 +100,8 @@ class SpanPath:
         self._clock: TraceClock = clock or WallClock()
         # A replay's: each partition's window [start, stop); traces open only in it.
         self._windows: dict[Hashable, tuple[int, int]] = {}
-        self._early_logged_at = -float("inf")  # a replay's warning on traces closed early
-        self._early_unlogged = 0
+        self._early = _EveryFew("traces_closed_early")  # a replay's, when its time cannot pass
+        self._capacity = _EveryFew("traces_closed_for_capacity")
         self._assemblies: dict[Hashable, TraceAssembly] = {}  # the partitions being closed
         self._leaving: dict[Hashable, TraceAssembly] = {}  # revoked, their tasks finishing
         self._timer: asyncio.Task[None] | None = None
@@ -113,12 +117,11 @@ class SpanPath:
         return sum(assembly.open_count for assembly in self._assemblies.values())
 
     @property
-    def full(self) -> bool:
-        """``MAX_OPEN_TRACES``, or the bound on the bytes they hold, reached over the worker's
-        partitions: pause fetching."""
+    def _over_limit(self) -> bool:
+        """More open traces than ``MAX_OPEN_TRACES``, or more bytes held than the bound."""
         held = sum(assembly.held_bytes for assembly in self._assemblies.values())
-        return (self.open_traces >= self.limits.max_open_traces
-                or held >= self.limits.max_held_bytes)
+        return (self.open_traces > self.limits.max_open_traces
+                or held > self.limits.max_held_bytes)
 
     def open_on(self, tp: Partition) -> int:
         """Traces being assembled on one partition."""
@@ -166,6 +169,8 @@ class SpanPath:
         for held in (self._assemblies, self._leaving):
             if (assembly := held.pop(tp, None)) is not None:
                 assembly.drop_all()
+        if isinstance(self._clock, FrontierClock):
+            self._clock.forget(tp)
         self._share_memory()
         metrics.OPEN_TRACES.set(self.open_traces)
 
@@ -184,8 +189,11 @@ class SpanPath:
         if tp not in self._assemblies:  # not handed over (or revoking): the caller checked
             self.assigned(tp)
         assembly = self._assemblies[tp]
+        if (inherited := offsets.inherited) is not None:
+            assembly.inherit(inherited.closed)
         for record in records:
-            offsets.add(record.offset)
+            if not metrics.taken(offsets.take(record.offset)):
+                continue  # its previous owner finished it (the commit's progress)
             now = self._clock.arrival(tp, record.offset, record.timestamp)
             self._start_judging(tp, offsets, assembly, assembly.due(now))
             try:
@@ -203,9 +211,15 @@ class SpanPath:
                 continue
             for offset in done:
                 offsets.done(offset)
-            if self._windows and self.full:
+            if self._over_limit:
                 self._close_to_limit()
         self._report(assembly)
+
+    def closed_keys(self, tp: Partition) -> list[bytes]:
+        """The partition's finished traces still spread over records not done (the
+        commit's progress)."""
+        assembly = self._assemblies.get(tp) or self._leaving.get(tp)
+        return [] if assembly is None else assembly.closed_keys()
 
     def _report(self, assembly: TraceAssembly) -> None:
         """Add to the span metrics what the assembly counted since its last report."""
@@ -310,56 +324,60 @@ class SpanPath:
         self._report(assembly)
 
     def _close_to_limit(self) -> None:
-        """A replay at ``MAX_OPEN_TRACES`` (or the bound on bytes held): close the traces due
-        next, in the log's time over every partition, until below it, as a record is added.
-        The live worker pauses there and its clock closes them in that order as it runs on;
-        the log's time cannot pass while the reading pauses, so they close now instead, and
-        the same records close the same traces however fast they are fetched or judged."""
+        """At ``MAX_OPEN_TRACES`` (or the bound on bytes held), as a record is added: close
+        the oldest open trace over every partition, ``closed_by: "capacity"``, until below
+        it. Fetching does not pause for it: time runs only as records are read, so a pause
+        would wait for closes that never come. A replay closes the traces due next instead,
+        labelled as they would close (counted ``closed_early``), so that the same records
+        close the same traces however fast they are fetched or judged."""
         closed = 0
-        while self.full:
-            due = [(at, tp) for tp, assembly in self._assemblies.items()
-                   if self._tracker.current(tp) is not None
-                   and (at := assembly.next_due_at()) is not None]
-            if not due:
-                break
-            _, tp = min(due, key=lambda entry: entry[0])
+        while self._over_limit and (tp := self._next_to_close()) is not None:
             offsets = self._tracker.current(tp)
-            assert offsets is not None  # noqa: S101 - filtered above
+            assert offsets is not None  # noqa: S101 - ``_next_to_close`` checks it
             assembly = self._assemblies[tp]
-            closed += self._start_judging(tp, offsets, assembly, assembly.close_next())
-        self._closed_early(closed)
+            closed += self._start_judging(
+                tp, offsets, assembly,
+                assembly.close_next() if self._windows else assembly.close_oldest())
+        (self._early if self._windows else self._capacity).add(
+            closed, open_traces=self.open_traces, max_open_traces=self.limits.max_open_traces)
+
+    def _next_to_close(self) -> Partition | None:
+        """The partition whose trace closes first at capacity: the one due next in a replay's
+        time, else the one with the oldest open trace."""
+        ranked = [(at, tp) for tp, assembly in self._assemblies.items()
+                  if self._tracker.current(tp) is not None
+                  and (at := (assembly.next_due_at() if self._windows
+                              else assembly.oldest_first_at)) is not None]
+        return min(ranked, key=lambda entry: entry[0])[1] if ranked else None
 
     def close_stalled(self) -> int:
-        """Close traces before their time where a replay's time cannot reach them; return how
-        many. The caller (a replay) calls it when the pipeline fetches while it keeps every
-        partition paused: the log's time passes only as records are read, so what frees the
-        live worker's pause (its clock running on) never comes. ``MAX_OPEN_TRACES`` never
-        pauses a replay (``_close_to_limit``); the uncommitted window may. When no trace is
-        being judged, the judge is not holding and every watermark is committed, the records
-        held back by open traces (and by finished ones chained to them,
-        ``record_holds.py``) fill it: every open trace closes, as the live worker's clock
-        ends up closing them all before the window empties.
+        """Close traces before their time when the window of records between fetch and
+        commit is full and nothing else would free it; return how many. The pipeline calls
+        it whenever it fetches while it keeps every partition paused: time passes only as
+        records are read, so it cannot close the traces that hold the window. When no trace
+        is being judged, the judge is not holding and every partition's progress is
+        committed, the records held back by open traces fill it: the oldest open trace closes
+        (``closed_by: "capacity"``); a replay closes every open trace (``closed_early``), as
+        the live worker's time would have closed them all by the end of the log.
         """
-        if (any(self._tasks.values()) or self._rules.holding
-                or self._tracker.to_commit()):
+        if any(self._tasks.values()) or self._rules.holding or self._tracker.changed():
             return 0  # the pause lifts by itself
+        if not self._windows:
+            if (tp := self._next_to_close()) is None:
+                return 0
+            offsets = self._tracker.current(tp)
+            assert offsets is not None  # noqa: S101 - ``_next_to_close`` checks it
+            assembly = self._assemblies[tp]
+            started = self._start_judging(tp, offsets, assembly, assembly.close_oldest())
+            self._capacity.add(started, open_traces=self.open_traces, window_full=True)
+            return started
         started = 0
         for tp, assembly in list(self._assemblies.items()):
             if (offsets := self._tracker.current(tp)) is not None:
                 started += self._start_judging(tp, offsets, assembly, assembly.close_all())
-        self._closed_early(started)
+        self._early.add(started, open_traces=self.open_traces,
+                        max_open_traces=self.limits.max_open_traces)
         return started
-
-    def _closed_early(self, traces: int) -> None:
-        """Warn of a replay's traces closed early, at most every ``EARLY_LOG_EVERY_S`` (the
-        summary counts them all: ``closed_early``)."""
-        self._early_unlogged += traces
-        now = time.monotonic()
-        if self._early_unlogged and now - self._early_logged_at >= EARLY_LOG_EVERY_S:
-            log.warning("traces_closed_early", traces=self._early_unlogged,
-                        open_traces=self.open_traces,
-                        max_open_traces=self.limits.max_open_traces, every_s=EARLY_LOG_EVERY_S)
-            self._early_logged_at, self._early_unlogged = now, 0
 
     def _start_judging(self, tp: Partition, offsets: PartitionOffsets, assembly: TraceAssembly,
                        closed: list[ClosedTrace]) -> int:
@@ -392,3 +410,20 @@ class SpanPath:
         task: asyncio.Task[None] = asyncio.create_task(work)
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+
+
+class _EveryFew:
+    """A warning about traces closed before their time, at most every ``EARLY_LOG_EVERY_S``
+    (the counts keep them all)."""
+
+    def __init__(self, event: str) -> None:
+        self._event = event
+        self._logged_at = -float("inf")
+        self._unlogged = 0
+
+    def add(self, traces: int, **context: object) -> None:
+        self._unlogged += traces
+        now = time.monotonic()
+        if self._unlogged and now - self._logged_at >= EARLY_LOG_EVERY_S:
+            log.warning(self._event, traces=self._unlogged, every_s=EARLY_LOG_EVERY_S, **context)
+            self._logged_at, self._unlogged = now, 0

@@ -1,11 +1,12 @@
 """``DELIVERY=exactly_once``: outcomes and offsets committed in one Kafka transaction.
 
-Records still finish out of order, but their outcomes wait here, per input partition, until
-the partition's watermark passes them. A commit then writes, in one transaction of that
-partition's own producer, every buffered outcome below the watermark and the watermark
-itself (``send_offsets_to_transaction``). A ``read_committed`` reader therefore sees an
-outcome exactly when its offset is committed: a crash before the commit aborts both, and the
-redelivered records are judged again without a visible duplicate.
+Records still finish out of order, and their outcomes wait here, per input partition, until
+the next commit. A commit then writes, in one transaction of that partition's own producer,
+every buffered outcome and the watermark with its progress (``send_offsets_to_transaction``
+takes the metadata too): the progress counts each of those records done, so a
+``read_committed`` reader sees an outcome exactly when the commit says its record is
+finished. A crash before the commit aborts both, and the records are judged again without a
+visible duplicate. Outcomes flow with every commit, whatever the watermark waits for.
 
 aiokafka speaks TxnOffsetCommit v0, which carries no group generation (no KIP-447), so
 fencing rests on the transactional id: one per input partition, stable across restarts and
@@ -36,6 +37,7 @@ from aiokafka.producer.transaction_manager import TransactionState
 from consumer.errors import PublishError
 from consumer.stream.aiokafka_compat import transaction_state
 from consumer.stream.clients import start_once
+from consumer.stream.progress import Commitment
 from consumer.stream.sink import OutcomeTopics, Record, dead_letter_record
 from schemas.verdict import VerdictEvent
 
@@ -59,6 +61,8 @@ class _Outcome:
 
 class TransactionalSink:
     """A ``VerdictSink`` whose ``commit`` publishes outcomes and offsets atomically."""
+
+    holds_until_commit = True  # ``publish`` holds, returning without a suspension
 
     def __init__(
         self, make_producer: ProducerFactory, group_id: str, topics: OutcomeTopics
@@ -99,35 +103,47 @@ class TransactionalSink:
             return  # the partition was revoked meanwhile: its new owner judges it again
         self._outcomes.setdefault(tp, {}).setdefault(offset, []).append(outcome)
 
-    async def commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """One transaction per partition: its outcomes below the watermark, and the watermark.
+    async def commit(
+        self, offsets: dict[TopicPartition, Commitment]
+    ) -> dict[TopicPartition, Commitment]:
+        """One transaction per partition: every outcome it holds now, and the watermark with
+        its progress.
 
-        Returns the offsets that committed. A partition whose transaction failed keeps its
-        outcomes for the next commit, or, if its producer cannot go on, is reported lost;
-        either way the other partitions are still committed.
+        Every outcome held is of a record (or trace) that is done, and the progress given
+        (taken at the same instant, before this call) counts it done: below the watermark,
+        or above it and not listed as unfinished. So the transaction publishes exactly what
+        the progress says is finished. All partitions' outcomes are taken before the first
+        transaction is awaited; those that arrive meanwhile wait for the next commit.
+
+        Returns the commitments that committed. A partition whose transaction failed keeps
+        its outcomes for the next commit, or, if its producer cannot go on, is reported
+        lost; either way the other partitions are still committed.
         """
-        committed: dict[TopicPartition, int] = {}
-        for tp, offset in offsets.items():
+        taken = {tp: self._outcomes.pop(tp, {}) for tp in offsets if tp in self._producers}
+        committed: dict[TopicPartition, Commitment] = {}
+        for tp, commitment in offsets.items():
             producer = self._producers.get(tp)
             if producer is None:
                 continue
-            held = self._outcomes.get(tp, {})
-            ready = sorted(o for o in held if o < offset)
+            held = taken[tp]
+            ready = sorted(held)
             outcomes = [outcome for o in ready for outcome in held[o]]
             try:
-                await self._transaction(producer, tp, outcomes, offset)
+                await self._transaction(producer, tp, outcomes, commitment)
             except (KafkaError, AssertionError) as exc:
                 # AssertionError: aiokafka's transaction state machine refuses to begin in
                 # a fatal state (fenced, timed out) with an assert, not a KafkaError.
                 log.warning(
                     "transaction_failed", partition=str(tp), error=f"{type(exc).__name__}: {exc}"
                 )
+                if self._producers.get(tp) is producer:  # kept for the next commit
+                    again = self._outcomes.setdefault(tp, {})
+                    for o, outcomes_at in held.items():
+                        again.setdefault(o, [])[:0] = outcomes_at
                 if not await _recovered(producer):
                     self._lose(tp, producer)
                 continue
-            for o in ready:
-                del held[o]
-            committed[tp] = offset
+            committed[tp] = commitment
             for outcome in outcomes:
                 if outcome.verdict is not None:
                     self.on_committed(outcome.verdict)
@@ -135,7 +151,7 @@ class TransactionalSink:
 
     async def _transaction(
         self, producer: AIOKafkaProducer, tp: TopicPartition, outcomes: list[_Outcome],
-        offset: int,
+        commitment: Commitment,
     ) -> None:
         deliveries: list[asyncio.Future[object]] = []
         try:
@@ -146,7 +162,8 @@ class TransactionalSink:
                             outcome.topic, outcome.value, key=outcome.key, headers=outcome.headers
                         )
                     )
-                await producer.send_offsets_to_transaction({tp: offset}, self._group_id)
+                await producer.send_offsets_to_transaction({tp: tuple(commitment)},
+                                                           self._group_id)
             await asyncio.gather(*deliveries)
         except BaseException:
             # An aborted or fenced transaction fails its sends too: their errors are the

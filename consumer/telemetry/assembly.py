@@ -9,16 +9,21 @@ HTTP span) and none of its spans for ``quiet_s`` -> ``quiet``; else ``max_wait_s
 first kept span -> ``max_wait``, judged with what arrived. Closing is by time alone, never by
 fetching more, so a full assembly (partitions paused) still drains: no deadlock.
 
-Offsets: a record's offset is done only when every trace it fed kept spans to is finished.
-The watermark (the lowest offset not done) then never passes the first record of an open or
-unfinished trace, so a restart re-reads that record and reassembles the trace. A record that
-fed no open trace (no kept span, or only late ones) is done at once.
+Offsets: a record's offset is done only when every trace it has spans of (kept or not) is
+finished. The watermark (the lowest offset not done) then never passes the first record of an
+open or unfinished trace, and the commit's progress (``stream/progress.py``) lists every
+record not done above it: a restart or a new owner re-reads exactly those, and reassembles
+each open trace from all its spans. A record that fed no open trace (no span of one, or only
+late ones) is done at once.
 
-A finished trace's first record stays not done ("pinned") until every record in its range
-(first, last] is done: the watermark never lands strictly inside that range, where a re-read
-would reassemble the trace's tail alone and judge it again, worse, under the same verdict id.
-It stops at or below the first record (all of it is re-read and judged again alike) or past
-the last (none is). See ``record_holds.py``.
+A finished trace may still have spans in records held by other traces (records that carry
+many traces, or a late span): it is *spread* (``record_holds.py``), and its key goes into the
+progress (``closed_keys``), so whoever re-reads those records takes its spans there for late
+ones (``inherit``) instead of judging the trace again from part of its spans.
+
+``MAX_OPEN_TRACES`` (or the bytes they hold) reached: the oldest open trace closes with what it
+has, ``closed_by: "capacity"`` (``close_oldest``), so fetching never waits on a clock that
+cannot run while it waits.
 
 The clock is injected: ``now`` is seconds, never decreasing (a smaller one is taken as the last
 seen): the monotonic clock when the worker runs, the records' timestamps in a replay (the
@@ -43,13 +48,14 @@ from collections import OrderedDict
 from dataclasses import astuple, dataclass
 from typing import Literal
 
+from consumer.stream.progress import trace_key
 from consumer.telemetry.kept_spans import KeptSpans
 from consumer.telemetry.otlp import DecodedRecord
 from consumer.telemetry.recent_ids import RecentIds
 from consumer.telemetry.record_holds import RecordHolds
 from consumer.telemetry.spans import Span
 
-ClosedBy = Literal["quiet", "max_wait"]
+ClosedBy = Literal["quiet", "max_wait", "capacity"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +64,10 @@ class AssemblyLimits:
 
     quiet_s: float = 10.0  # TRACE_QUIET_SECONDS
     max_wait_s: float = 120.0  # TRACE_MAX_WAIT_SECONDS
-    max_open_traces: int = 10_000  # MAX_OPEN_TRACES: ``full`` from here on
+    max_open_traces: int = 10_000  # MAX_OPEN_TRACES: past it, the oldest closes
     max_spans_per_trace: int = 1_000  # GenAI spans kept per trace (``kept_spans.py``)
     max_bytes_per_trace: int = 8 * 2**20  # and their estimated size
-    max_held_bytes: int = 256 * 2**20  # all open traces' kept spans: ``full`` from here on
+    max_held_bytes: int = 256 * 2**20  # all open traces' kept spans: past it, the oldest closes
     # Closed trace ids, and roots of traces not yet open: each, per worker (``SpanPath``
     # shares it among its partitions), or per assembly when one runs alone.
     max_remembered_ids: int = 100_000
@@ -89,6 +95,7 @@ class AssemblyCounts:
     spans_dropped: int = 0  # no GenAI content, invalid ids, over the bounds, or late
     closed_quiet: int = 0
     closed_max_wait: int = 0
+    closed_capacity: int = 0  # MAX_OPEN_TRACES (or the bytes held) reached: the oldest closed
     closed_early: int = 0  # also in quiet / max_wait: closed before their time (a replay)
     late_spans: int = 0  # spans (GenAI or not) of a trace already closed; also in dropped
     open_at_end: int = 0  # a replay's traces left open at the log's end: not judged
@@ -124,7 +131,9 @@ class TraceAssembly:
         self._open: OrderedDict[str, _Open] = OrderedDict()  # in order of first span
         self._quiet: OrderedDict[str, _Open] = OrderedDict()  # root seen; by last activity
         self._unfinished: dict[str, list[int]] = {}  # closed, outcome not yet acknowledged
-        self._holds = RecordHolds()  # offsets fed to open or unfinished traces, and pins
+        self._late_in: dict[str, list[int]] = {}  # unfinished trace -> records of its late spans
+        self._holds = RecordHolds()  # offsets held by open or unfinished traces; spread ones
+        self._inherited: frozenset[bytes] = frozenset()  # keys of traces a previous owner judged
         self._closed = RecentIds(limits.max_remembered_ids)
         self._early_roots = RecentIds(limits.max_remembered_ids)
         self._before_window = RecentIds(limits.max_remembered_ids)  # begun in the lead-in
@@ -157,13 +166,6 @@ class TraceAssembly:
         """Traces closed whose outcome is not yet acknowledged."""
         return len(self._unfinished)
 
-    @property
-    def full(self) -> bool:
-        """``max_open_traces`` or ``max_held_bytes`` reached: pause fetching (records already
-        fetched still fit)."""
-        limits = self.limits
-        return len(self._open) >= limits.max_open_traces or self.held_bytes >= limits.max_held_bytes
-
     def add(self, offset: int, decoded: DecodedRecord, now: float) -> list[int]:
         """Feed one record's spans; return ``[offset]`` if it is done at once, else ``[]``."""
         if self._last_offset is not None and offset <= self._last_offset:
@@ -178,6 +180,7 @@ class TraceAssembly:
         if opening:
             counts.spans_dropped += decoded.dropped
         kept_for: dict[str, int] = {}  # past the stop, or begun before: each trace's kept spans
+        late: set[str] = set()  # closed traces with kept spans here
         # Step 1: kept spans join their trace (opening it); a closed trace's are late.
         for span in decoded.kept:
             trace_id = span.trace_id
@@ -190,11 +193,9 @@ class TraceAssembly:
                     continue
                 if self._is_closed(trace_id):
                     counts.spans_dropped += 1  # counted as late in step 2, with its record
+                    late.add(trace_id)
                     continue
                 trace = self._open_trace(trace_id, offset, now)
-            elif trace.offsets[-1] != offset:
-                trace.offsets.append(offset)
-                self._holds.hold(offset)
             if not opening:
                 kept_for[trace_id] = kept_for.get(trace_id, 0) + 1
             self.held_bytes += trace.kept.add(span)  # counted kept or dropped as it closes
@@ -203,6 +204,9 @@ class TraceAssembly:
         for trace_id, spans in decoded.spans_per_trace.items():
             trace = self._open.get(trace_id)
             if trace is not None:
+                if trace.offsets[-1] != offset:  # a re-read must see all its spans again
+                    trace.offsets.append(offset)
+                    self._holds.hold(offset)
                 trace.span_count += spans
                 self._touch(trace_id, trace, now)
                 if not opening:  # the record's dropped spans, of the open traces alone
@@ -216,13 +220,25 @@ class TraceAssembly:
         for trace_id in decoded.roots_seen:
             trace = self._open.get(trace_id)
             if trace is not None:
+                if trace.offsets[-1] != offset:  # a re-read must see its root again
+                    trace.offsets.append(offset)
+                    self._holds.hold(offset)
                 if not trace.root_seen:
                     trace.root_seen = True
                     self._touch(trace_id, trace, now)
             elif (opening and not self._is_closed(trace_id)
                   and trace_id not in self._before_window):
                 self._early_roots.add(trace_id)
-        return [] if offset in self._holds else [offset]
+        if offset not in self._holds:
+            return [offset]
+        # Step 4: a held record is re-read after a restart; the closed traces with spans in it
+        # must then be known as closed, or it would open them again from those spans alone.
+        for trace_id in late:
+            if trace_id in self._unfinished:
+                self._late_in.setdefault(trace_id, []).append(offset)
+            else:
+                self._holds.finished(trace_id, (offset,))
+        return []
 
     def _lead_in(self, decoded: DecodedRecord) -> None:
         """A record of a replay's lead-in: its traces with kept spans began before the window
@@ -250,6 +266,29 @@ class TraceAssembly:
         counted ``closed_early``); the time is left as it was, as in ``close_next``."""
         return self._early(self._ready(math.inf))
 
+    def close_oldest(self) -> list[ClosedTrace]:
+        """Close the oldest open trace with what it has, ``closed_by: "capacity"``: the
+        worker's bound on open traces (or on the records it holds) is reached."""
+        if not self._open:
+            return []
+        trace_id = next(iter(self._open))
+        self.counts.closed_capacity += 1
+        return [self._close(trace_id, "capacity")]
+
+    @property
+    def oldest_first_at(self) -> float | None:
+        """When the oldest open trace opened (which partition's closes first at capacity)."""
+        return next(iter(self._open.values())).first_at if self._open else None
+
+    def inherit(self, keys: frozenset[bytes]) -> None:
+        """Traces a previous owner judged that still have spans in records read again
+        (``stream/progress.Progress.closed``): their spans are late here."""
+        self._inherited = keys
+
+    def closed_keys(self) -> list[bytes]:
+        """The keys of finished traces with spans in records not yet done, for the progress."""
+        return [trace_key(trace_id) for trace_id in self._holds.spread]
+
     def leave_open(self) -> list[int]:
         """Forget every open trace unjudged (counted ``open_at_end``): a replay read to the
         log's end, where they were still being written. Return the offsets done now, in
@@ -259,7 +298,7 @@ class TraceAssembly:
             self.counts.open_at_end += 1
             self.held_bytes -= trace.kept.size
             self._closed.add(trace_id)
-            done.extend(self._holds.finish(trace.offsets))
+            done.extend(self._holds.release(trace.offsets))
         self._open.clear()
         self._quiet.clear()
         return sorted(done)
@@ -281,14 +320,18 @@ class TraceAssembly:
         offsets = self._unfinished.pop(trace_id, None)
         if offsets is None:
             return []  # finished twice, or its partition was dropped meanwhile
-        return self._holds.finish(offsets)
+        done = self._holds.release(offsets)
+        self._holds.finished(trace_id, [*offsets, *self._late_in.pop(trace_id, ())])
+        return done
 
     def drop_all(self) -> None:
         """Forget everything (partition revoked): nothing is done; the next owner reassembles."""
         self._open.clear()
         self._quiet.clear()
         self._unfinished.clear()
+        self._late_in.clear()
         self._holds.clear()
+        self._inherited = frozenset()
         self.held_bytes = 0
         # Closed ids too: this worker may own the partition again, re-read its records from
         # the committed offset, and must not take them for late spans then.
@@ -324,7 +367,8 @@ class TraceAssembly:
         return ready
 
     def _is_closed(self, trace_id: str) -> bool:
-        return trace_id in self._unfinished or trace_id in self._closed
+        return (trace_id in self._unfinished or trace_id in self._closed
+                or (bool(self._inherited) and trace_key(trace_id) in self._inherited))
 
     def _open_trace(self, trace_id: str, offset: int, now: float) -> _Open:
         trace = _Open(offset, now, self._early_roots.pop(trace_id), self.limits)
@@ -346,7 +390,7 @@ class TraceAssembly:
         counts, kept = self.counts, trace.kept
         if closed_by == "quiet":
             counts.closed_quiet += 1
-        else:
+        elif closed_by == "max_wait":
             counts.closed_max_wait += 1
         counts.spans_kept += len(kept)
         counts.spans_dropped += kept.dropped  # over the bounds, or sent twice

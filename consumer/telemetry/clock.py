@@ -1,10 +1,13 @@
-"""Where span assembly takes its time from: the wall clock (``run``) or the log's (``replay``).
+"""Where span assembly takes its time from: the read frontier (``run``) or the log (``replay``).
 
-``TraceAssembly`` closes traces by time (quiet, max wait). Running live, that time is the
-monotonic clock (``WallClock``): a record's spans arrive when it is fetched, and traces close
-as the clock passes, even while nothing is fetched. A replay reads the log much faster than it
-was written, so it takes the log's time instead (``LogClock``): then the same records close
-the same traces however fast they are read.
+``TraceAssembly`` closes traces by time (quiet, max wait). That time must be the time of the
+records read, not of the wall: a partition paused (the window full, the judge down), lagging
+or catching up after downtime has records it has not read yet, and a wall clock running
+meanwhile would close its traces without them. So the live worker takes ``FrontierClock``:
+a partition's present is the latest record timestamp read on it, and it runs with the wall
+clock only while the partition is read up to its end (nothing left to read, not paused),
+which is when an absent span truly is absent. A replay takes ``LogClock``, the records' time
+alone, so that the same records close the same traces however fast they are read.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class TraceClock(Protocol):
 
 
 class WallClock:
-    """The live worker's time: the monotonic clock, the same for every partition."""
+    """The monotonic clock, the same for every partition (for tests of assembly alone)."""
 
     def arrival(self, partition: Hashable, offset: int, timestamp_ms: int) -> float:
         """Now: the spans arrive when their record is fetched."""
@@ -42,6 +45,61 @@ class WallClock:
     def now(self, partition: Hashable) -> float:
         """The monotonic clock."""
         return time.monotonic()
+
+    def at_end(self, partition: Hashable) -> bool:
+        """Never: a live topic goes on."""
+        return False
+
+
+class ReadEnds(Protocol):
+    """Is a partition read up to its end offset (and not paused), so that time without
+    records is time without spans?"""
+
+    def __call__(self, partition: Hashable) -> bool: ...
+
+
+MAX_AHEAD_S = 60.0  # a record stamped further ahead of this machine's clock does not move time
+
+
+class FrontierClock:
+    """The live worker's time: per partition, the latest record timestamp read, running on
+    with the monotonic clock while the partition is read to its end.
+
+    Sampled at each arrival and each timer tick, so a switch between reading to the end and
+    lagging is placed at most one tick late (the timer's 0.2 s). A record stamped more than
+    ``MAX_AHEAD_S`` past this machine's wall clock (a producer's clock far off, or a hostile
+    record) does not move the partition's time: it would close every open trace at once.
+    """
+
+    def __init__(self, read_to_end: ReadEnds) -> None:
+        self._read_to_end = read_to_end
+        self._now: dict[Hashable, float] = {}  # the partition's present, in record time (s)
+        self._sampled: dict[Hashable, float] = {}  # monotonic time of the last sample
+
+    def arrival(self, partition: Hashable, offset: int, timestamp_ms: int) -> float:
+        """The partition's present once this record is read (never before it)."""
+        now = self.now(partition)
+        stamp, wall = timestamp_ms / 1000, time.time()
+        if timestamp_ms >= 0 and now < stamp <= wall + MAX_AHEAD_S:
+            now = self._now[partition] = stamp
+        elif now == -math.inf:  # a first record without a usable timestamp: start at the wall's
+            now = self._now[partition] = wall
+        return now
+
+    def now(self, partition: Hashable) -> float:
+        """The partition's present: it ran on since the last sample only if read to its end."""
+        mono = time.monotonic()
+        last = self._sampled.get(partition)
+        self._sampled[partition] = mono
+        now = self._now.get(partition, -math.inf)
+        if last is not None and now > -math.inf and self._read_to_end(partition):
+            now = self._now[partition] = now + (mono - last)
+        return now
+
+    def forget(self, partition: Hashable) -> None:
+        """The partition was revoked: its next owner starts from its records' time."""
+        self._now.pop(partition, None)
+        self._sampled.pop(partition, None)
 
     def at_end(self, partition: Hashable) -> bool:
         """Never: a live topic goes on."""

@@ -2,16 +2,17 @@
 
 ``GatedJudge`` answers a trace only once the test opens its gate; ``ListSink`` keeps what the
 pipeline published and dead-lettered (or, built with ``allow_dead_letters=False``, fails the
-test on a dead letter).
+test on a dead letter); ``Commits`` keeps what it committed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from consumer.judge.prompt import JudgeRequest, read_data
 from consumer.judge.result import Answered, JudgeResult
+from consumer.stream.progress import Commitment, Progress, decode
 from consumer.stream.sink import Record
 from schemas.judge import JudgeAnswer
 from schemas.verdict import VerdictEvent
@@ -90,3 +91,19 @@ class ListSink:
         if not self._allow_dead_letters:
             raise AssertionError(f"unexpected dead letter: {reason}")
         self.dead.append((record.offset, reason))
+
+
+class Commits(list[dict[Any, int]]):
+    """The pipeline's commit callable that commits nothing: each commit kept as
+    ``{partition: offset}``, and each partition's last progress decoded (``progress``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.progress: dict[Any, Progress] = {}
+
+    async def __call__(self, offsets: dict[Any, Commitment]) -> dict[Any, Commitment]:
+        """Record the commit; all of it succeeds."""
+        self.append({tp: commitment.offset for tp, commitment in offsets.items()})
+        for tp, commitment in offsets.items():
+            self.progress[tp] = decode(commitment.metadata, commitment.offset)
+        return offsets

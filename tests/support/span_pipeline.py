@@ -13,7 +13,7 @@ from consumer.rules.rule_set import RuleSet
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import Recorder, rag_trace
-from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
+from tests.support.pipeline_fakes import TP, Commits, GatedJudge, ListSink, Rec
 
 ANSWER = "Frank Herbert [1]."  # what rag_trace answers
 P0, P1 = TP("spans", 0), TP("spans", 1)
@@ -69,7 +69,7 @@ class Harness:
         self.consumer = Consumer(assigned)
         self.judge = GatedJudge()
         self.sink = ListSink()
-        self.commits: list[dict[TP, int]] = []
+        self.commits = Commits()
         assembly = AssemblyLimits(**({"quiet_s": 0.05, "max_wait_s": 30.0} | limits))
         config = PipelineConfig(
             max_in_flight=max_in_flight, max_uncommitted=max_uncommitted, commit_interval_s=0,
@@ -77,14 +77,10 @@ class Harness:
         )
         self.pipeline = Pipeline(self.consumer, self.sink,
                                  RuleSet.groundedness(Evaluator(self.judge, 0.5, Limits())),
-                                 self._commit, config)
+                                 self.commits, config)
         self.assigned = assigned
         self.stop_event = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-
-    async def _commit(self, offsets: dict[Any, int]) -> dict[Any, int]:
-        self.commits.append(dict(offsets))
-        return offsets
 
     def committed(self, tp: TP = P0) -> int | None:
         marks = [c[tp] for c in self.commits if tp in c]

@@ -11,6 +11,7 @@ from aiokafka.producer.transaction_manager import TransactionState
 
 from consumer import wiring
 from consumer.events.sink import EventingSink
+from consumer.stream.progress import Commitment
 from consumer.stream.sink import VerdictSink
 from consumer.stream.transactional import TransactionalSink
 from schemas.verdict import VerdictEvent
@@ -42,13 +43,14 @@ async def test_exactly_once_a_held_verdict_has_its_event_once_its_transaction_co
     assert emitted.verdicts == [], "held for a transaction that may yet be discarded"
 
     producer.fail_with = KafkaConnectionError("gone")  # aborted; the producer goes on
-    assert await transactions.commit({P0: 2}) == {}
+    assert await transactions.commit({P0: Commitment(2, "")}) == {}
     assert emitted.verdicts == []
-    assert await transactions.commit({P0: 1}) == {P0: 1}
-    assert ids(emitted.verdicts) == ["v-0"], "only what that transaction wrote"
-    assert await transactions.commit({P0: 2}) == {P0: 2}
+    assert await transactions.commit({P0: Commitment(2, "")}) == {P0: Commitment(2, "")}
+    assert ids(emitted.verdicts) == ["v-0", "v-1"], "what that transaction wrote, once"
+    await sink.publish(a_verdict(P0, 2))
+    assert await transactions.commit({P0: Commitment(3, "")}) == {P0: Commitment(3, "")}
     published = [(key or b"").decode() for _, key in producer.sent_to]
-    assert ids(emitted.verdicts) == ["v-0", "v-1"] == published
+    assert ids(emitted.verdicts) == ["v-0", "v-1", "v-2"] == published
 
 
 async def test_exactly_once_a_verdict_discarded_before_its_commit_has_no_event() -> None:
@@ -57,14 +59,14 @@ async def test_exactly_once_a_verdict_discarded_before_its_commit_has_no_event()
     await sink.publish(a_verdict(P0, 0))
     # Another worker owns the partition now: this producer cannot go on.
     producer.fail_with, producer.fail_state = ProducerFenced(), TransactionState.FATAL_ERROR
-    assert await transactions.commit({P0: 1}) == {}
+    assert await transactions.commit({P0: Commitment(1, "")}) == {}
     assert not transactions.owns(P0)
     await sink.publish(a_verdict(P0, 1))  # finished after the loss: held nowhere
 
     await transactions.start_partition(P0)  # assigned again, and revoked before any commit
     await sink.publish(a_verdict(P0, 2))
     await transactions.partitions_revoked([P0])
-    assert await transactions.commit({P0: 3}) == {}
+    assert await transactions.commit({P0: Commitment(3, "")}) == {}
     await transactions.close()
     assert emitted.verdicts == []
 

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from consumer.commands.replay_window import Window, WindowConsumer
+from consumer.stream.progress import Commitment
 
 P0, P1 = ("traces", 0), ("traces", 1)
 
@@ -90,8 +91,9 @@ async def test_commit_notes_watermarks_never_backwards_and_reports_progress() ->
     progress: list[int] = []
     w.on_progress = progress.append
 
-    assert await w.commit({P0: 14}) == {P0: 14}
-    assert await w.commit({P0: 12}) == {P0: 12}  # an older watermark changes nothing
+    assert await w.commit({P0: Commitment(14, "")}) == {P0: Commitment(14, "")}
+    # an older watermark changes nothing
+    assert await w.commit({P0: Commitment(12, "")}) == {P0: Commitment(12, "")}
     assert w.completed == 4
     assert progress == [4, 4]
     assert not w.stop.is_set()
@@ -99,21 +101,22 @@ async def test_commit_notes_watermarks_never_backwards_and_reports_progress() ->
 
 async def test_completed_counts_no_offset_past_the_stop() -> None:
     w = window({P0: (10, 20)})
-    await w.commit({P0: 25})  # a watermark past the stop: records beyond were put back
+    # a watermark past the stop: records beyond were put back
+    await w.commit({P0: Commitment(25, "")})
     assert w.completed == 10
 
 
 async def test_the_stop_is_set_only_once_reached_and_every_fetched_record_finished() -> None:
     w = window({P0: (0, 10)})
     w.fetched(P0, 4)
-    await w.commit({P0: 5})
+    await w.commit({P0: Commitment(5, "")})
     assert not w.stop.is_set(), "every record fetched finished, but the stop is not reached"
 
     w.fetched(P0, 9)
     w.read_to(P0, w.stop_of(P0))
-    await w.commit({P0: 9})
+    await w.commit({P0: Commitment(9, "")})
     assert not w.stop.is_set(), "reached, but record 9 is not finished"
-    await w.commit({P0: 10})
+    await w.commit({P0: Commitment(10, "")})
     assert w.complete
     assert w.stop.is_set()
 
@@ -147,9 +150,9 @@ async def test_a_rewind_unreaches_and_forgets_what_is_fetched_again(
     # counted as fetched (at once when none is).
     w.read_to(P0, w.stop_of(P0))
     if last_fetched is not None:
-        await w.commit({P0: last_fetched})
+        await w.commit({P0: Commitment(last_fetched, "")})
         assert not w.complete
-        await w.commit({P0: last_fetched + 1})
+        await w.commit({P0: Commitment(last_fetched + 1, "")})
     assert w.complete
 
 
@@ -167,7 +170,7 @@ async def test_records_at_or_past_the_stop_are_dropped_and_the_partition_paused(
     assert w.is_reached(P0)
     assert reader.paused == {P0}
     assert not w.stop.is_set(), "records 8 and 9 are not finished yet"
-    await w.commit({P0: 10})
+    await w.commit({P0: Commitment(10, "")})
     assert w.stop.is_set()
 
 

@@ -1,4 +1,5 @@
-"""The watermark tracker: commits only below records whose outcome is known."""
+"""The watermark tracker: commits only below records whose outcome is known, with the
+progress above it; a partition taken over skips what its previous owner finished."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.stream.offsets import OffsetTracker, PartitionOffsets
+from consumer.stream.progress import Progress
 
 
 def test_watermark_is_lowest_pending_offset() -> None:
@@ -26,7 +28,8 @@ def test_watermark_is_lowest_pending_offset() -> None:
 
 def test_nothing_added_has_no_watermark() -> None:
     assert PartitionOffsets().watermark() is None
-    assert PartitionOffsets().to_commit() is None
+    assert PartitionOffsets().progress() is None
+    assert not PartitionOffsets().changed()
 
 
 def test_offsets_must_increase() -> None:
@@ -48,13 +51,49 @@ def test_commit_never_goes_backwards() -> None:
     offsets.add(0)
     offsets.add(1)
     offsets.done(0)
-    assert offsets.to_commit() == 1
-    offsets.committed(1)
-    assert offsets.to_commit() is None
-    offsets.committed(0)  # a stale acknowledgement
-    assert offsets.to_commit() is None
+    assert offsets.changed()
+    assert offsets.watermark() == 1
+    offsets.committed(1, offsets.snapshot)
+    assert not offsets.changed()
+    offsets.committed(0, 0)  # a stale acknowledgement
+    assert not offsets.changed()
     offsets.done(1)
-    assert offsets.to_commit() == 2
+    assert offsets.changed()
+    assert offsets.watermark() == 2
+
+
+def test_progress_changes_above_a_watermark_that_stands_still() -> None:
+    offsets = PartitionOffsets()
+    for offset in range(4):
+        offsets.add(offset)
+    offsets.done(2)
+    offsets.committed(0, offsets.snapshot)
+    assert not offsets.changed()
+    offsets.done(3)  # the watermark stays at 0; what is done above it grew
+    assert offsets.changed()
+    progress = offsets.progress()
+    assert progress is not None
+    assert (progress.watermark, progress.fetched_to, progress.unfinished) == (0, 4, ((0, 2),))
+
+
+def test_a_taken_over_partition_skips_what_its_previous_owner_finished() -> None:
+    inherited = Progress.of(10, 20, [10, 11, 15], [b"k" * 8])
+    offsets = PartitionOffsets(inherited)
+    taken = {offset: offsets.take(offset) for offset in (10, 12, 15)}
+    assert taken == {10: "reread", 12: "skipped_done", 15: "reread"}
+    assert offsets.in_flight == 2  # 10 and 15; 12 was done at once
+    # Not read past the previous owner's reading yet: its progress goes on in this one's.
+    progress = offsets.progress([b"j" * 8])
+    assert progress is not None
+    assert progress.watermark == 10
+    assert progress.fetched_to == 20
+    assert progress.unfinished == ((10, 11), (15, 16))  # 11 was skipped over, never read
+    assert progress.closed == {b"k" * 8, b"j" * 8}
+    assert offsets.take(25) == "new"  # past it: its own state says it all
+    assert offsets.inherited is None
+    after = offsets.progress()
+    assert after is not None
+    assert (after.fetched_to, after.closed) == (26, frozenset())
 
 
 def test_uncommitted_counts_records_until_a_commit_covers_them() -> None:
@@ -77,7 +116,7 @@ def test_tracker_drops_revoked_partitions() -> None:
     assert tracker.current("a") is None
     second = tracker.partition("a")
     assert second is not first
-    assert tracker.to_commit() == {}
+    assert tracker.changed() == []
 
 
 @given(
@@ -120,8 +159,10 @@ def test_commits_are_monotonic_under_any_interleaving(steps: list[tuple[bool, in
             next_offset += 1 + pick % 3  # gaps, as transaction markers leave
         else:
             offsets.done(added[pick % len(added)])
-        mark = offsets.to_commit()
-        if mark is not None:
-            assert mark > last_commit
-            offsets.committed(mark)
+        mark = offsets.watermark()
+        if offsets.changed():
+            assert mark is not None
+            assert mark >= last_commit
+            offsets.committed(mark, offsets.snapshot)
             last_commit = mark
+            assert not offsets.changed()

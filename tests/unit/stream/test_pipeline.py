@@ -18,7 +18,7 @@ from consumer.rules.rule_set import RuleSet
 from consumer.stream import record_path
 from consumer.stream.pipeline import Pipeline, PipelineConfig
 from schemas.verdict import VerdictEvent
-from tests.support.pipeline_fakes import GatedJudge, ListSink
+from tests.support.pipeline_fakes import Commits, GatedJudge, ListSink
 
 TP = ("traces", 0)
 
@@ -71,18 +71,14 @@ def record(offset: int, answer: str | None) -> FakeRecord:
 
 
 def build(records: list[FakeRecord], max_in_flight: int = 100) -> tuple[
-        Pipeline, FakeConsumer, GatedJudge, ListSink, list[dict[Any, int]]]:
+        Pipeline, FakeConsumer, GatedJudge, ListSink, Commits]:
     consumer = FakeConsumer(records)
     judge = GatedJudge()
     sink = ListSink()
-    commits: list[dict[Any, int]] = []
-
-    async def commit(offsets: dict[Any, int]) -> dict[Any, int]:
-        commits.append(dict(offsets))
-        return offsets
+    commits = Commits()
 
     rules = RuleSet.groundedness(Evaluator(judge, 0.5, Limits()))
-    pipeline = Pipeline(consumer, sink, rules, commit,
+    pipeline = Pipeline(consumer, sink, rules, commits,
                         PipelineConfig(max_in_flight=max_in_flight, commit_interval_s=0))
     return pipeline, consumer, judge, sink, commits
 
@@ -203,17 +199,13 @@ async def test_a_record_commits_only_once_every_verdict_of_its_trace_is_acknowle
     judge = GatedJudge()
     judge.open("cited [1]")
     sink = RefusingSink("missing_citation")
-    commits: list[dict[Any, int]] = []
-
-    async def commit(offsets: dict[Any, int]) -> dict[Any, int]:
-        commits.append(dict(offsets))
-        return offsets
+    commits = Commits()
 
     trace = {"trace_id": "t0", "output": "cited [1]",
              "retrieved_documents": [{"id": "d1", "content": "a fact"}]}
     rules = RuleSet([Groundedness(Evaluator(judge, 0.5, Limits())), MissingCitation()])
     pipeline = Pipeline(FakeConsumer([FakeRecord(0, json.dumps(trace).encode())]), sink, rules,
-                        commit, PipelineConfig(max_in_flight=10, commit_interval_s=0))
+                        commits, PipelineConfig(max_in_flight=10, commit_interval_s=0))
     await pipeline.on_partitions_assigned({TP})
     stop = asyncio.Event()
     run = asyncio.create_task(pipeline.run(stop))
@@ -233,14 +225,9 @@ async def test_a_record_commits_only_once_every_verdict_of_its_trace_is_acknowle
 
 async def test_a_trace_no_rule_applies_to_is_counted_and_committed() -> None:
     sink = ListSink()
-    commits: list[dict[Any, int]] = []
-
-    async def commit(offsets: dict[Any, int]) -> dict[Any, int]:
-        commits.append(dict(offsets))
-        return offsets
-
+    commits = Commits()
     pipeline = Pipeline(FakeConsumer([record(0, "an answer, no documents"), record(1, "")]),
-                        sink, RuleSet([MissingCitation()]), commit,
+                        sink, RuleSet([MissingCitation()]), commits,
                         PipelineConfig(max_in_flight=10, commit_interval_s=0))
     await pipeline.on_partitions_assigned({TP})
     stop = asyncio.Event()

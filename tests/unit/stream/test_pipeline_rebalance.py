@@ -21,7 +21,7 @@ from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.rules.rule_set import RuleSet
 from consumer.stream.pipeline import Pipeline, PipelineConfig
-from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
+from tests.support.pipeline_fakes import TP, Commits, GatedJudge, ListSink, Rec
 from tests.support.streams import trace
 from tests.support.waiting import until
 
@@ -70,22 +70,18 @@ class Harness:
         self.consumer = ScriptedConsumer(assigned)
         self.judge = GatedJudge()
         self.sink = ListSink(allow_dead_letters=False)
-        self.commits: list[dict[TP, int]] = []
+        self.commits = Commits()
         # commit_interval_s: the fetch loop commits only when it stops, so every commit seen
         # before that is the rebalance path's.
         options = {"max_in_flight": 64, "commit_interval_s": math.inf, "fetch_timeout_ms": 5}
         self.pipeline = Pipeline(
             self.consumer, self.sink, RuleSet.groundedness(Evaluator(self.judge, 0.5, Limits())),
-            self._commit,
+            self.commits,
             PipelineConfig(**(options | config)),
         )
         self._assigned = assigned
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-
-    async def _commit(self, offsets: dict[Any, int]) -> dict[Any, int]:
-        self.commits.append(dict(offsets))
-        return offsets
 
     def feed(self, tp: TP, offsets: range) -> None:
         """Queue one batch for ``tp``; each record's trace id and answer are "partition/offset"."""

@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 from consumer import wiring
 from consumer.ops.metrics import REGISTRY
 from consumer.settings import Settings
+from consumer.stream.progress import Commitment
 from consumer.telemetry import candidate
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import KIND, Recorder, otlp_proto
@@ -154,28 +155,33 @@ async def test_an_undecodable_record_is_dead_lettered_and_passed() -> None:
     assert harness.pipeline.outcomes == {"dead_lettered": 2}
 
 
-async def test_max_open_traces_pauses_and_max_wait_still_closes_the_trace_behind_it() -> None:
-    # One open trace fills the worker: fetching pauses with the next trace unread. Only
-    # the clock can close the open one (its root never comes); then fetching resumes.
+async def test_past_max_open_traces_the_oldest_closes_for_capacity_and_fetching_goes_on(
+) -> None:
+    # One open trace fills the worker; the next trace's record does not wait for it (no
+    # time passes for it while fetching waits): the oldest closes with what it has, labelled.
     rootless, whole = rag_spans("Who wrote Dune?")[:-1], rag_spans("Who wrote Emma?")
-    harness = Harness(max_open_traces=1, max_wait_s=1.0)  # long enough to see the pause
+    harness = Harness(max_open_traces=1, max_wait_s=30.0)
     harness.judge.open(ANSWER)
     harness.consumer.feed(P0, otlp_proto(rootless))
     await harness.start()
     await until(lambda: harness.pipeline._spans is not None
                 and harness.pipeline._spans.open_traces == 1)
-    await until(lambda: P0 in harness.consumer.paused)
-    harness.consumer.feed(P0, otlp_proto(whole))
     await asyncio.sleep(0.1)
-    assert harness.consumer.queued[P0], "paused: the next trace is not read yet"
+    assert harness.sink.verdicts == [], "at the bound, not past it: nothing closes"
+    closed = _metric("groundedness_traces_closed_total", closed_by="capacity")
+    harness.consumer.feed(P0, otlp_proto(whole))
     await until(lambda: len(harness.sink.verdicts) == 2)
     await until(lambda: harness.committed() == 2)
+    assert not harness.consumer.ever_paused
     await harness.stop()
     first, second = harness.sink.verdicts
     assert first.assembly is not None
-    assert first.assembly.closed_by == "max_wait"
+    assert first.assembly.closed_by == "capacity"
     assert not first.assembly.root_seen
     assert second.trace_id == hex_trace_id(whole)
+    assert second.assembly is not None
+    assert second.assembly.closed_by == "quiet"
+    assert _metric("groundedness_traces_closed_total", closed_by="capacity") == closed + 1
 
 
 async def test_revoke_mid_assembly_commits_below_the_open_trace_and_the_next_owner_reassembles(
@@ -237,8 +243,7 @@ async def test_exactly_once_holds_every_verdict_whose_trace_began_in_the_same_re
     await sink.start_partition(p0)
     for name in ("a", "b"):
         await sink.publish(a_verdict(p0, 0).model_copy(update={"verdict_id": f"v-{name}"}))
-    await sink.publish(a_verdict(p0, 1))
-    assert await sink.commit({p0: 1}) == {p0: 1}
+    assert await sink.commit({p0: Commitment(1, "")}) == {p0: Commitment(1, "")}
     assert producers[sink.transactional_id(p0)].sent_to == [
         ("verdicts", b"v-a"), ("verdicts", b"v-b")]
 
@@ -250,7 +255,7 @@ def test_wiring_gives_span_formats_the_assembly_settings_and_a_wide_window(encod
     config = wiring.pipeline_config(settings)
     assert config.spans == encoding
     assert config.assembly == AssemblyLimits(quiet_s=2, max_wait_s=9, max_open_traces=50)
-    assert config.max_uncommitted == max(wiring.max_uncommitted(settings), 1000)
+    assert config.max_uncommitted == max(wiring.max_uncommitted(settings), 1000, 100_000)
     assert wiring.pipeline_config(Settings()).spans is None, "trace_json: the record path"
 
 

@@ -17,11 +17,17 @@ from aiokafka.producer.transaction_manager import TransactionState
 
 from consumer.errors import PublishError
 from consumer.stream import transactional
+from consumer.stream.progress import Commitment
 from consumer.stream.sink import OutcomeTopics
 from consumer.stream.transactional import TransactionalSink
 from tests.support.transactional_fakes import FakeProducer, a_verdict, empty_sink
 
 P0, P1 = TopicPartition("traces", 0), TopicPartition("traces", 1)
+
+
+def at(offset: int) -> Commitment:
+    """A commit at ``offset`` with no progress."""
+    return Commitment(offset, "")
 
 
 @dataclass(frozen=True)
@@ -62,11 +68,11 @@ async def test_a_failed_transaction_the_producer_survives_keeps_its_outcomes(
     p0 = producers[sink.transactional_id(P0)]
     p0.fail_with, p0.fail_state = failure, state
 
-    assert await sink.commit({P0: 1, P1: 1}) == {P1: 1}
+    assert await sink.commit({P0: at(1), P1: at(1)}) == {P1: at(1)}
     assert p0.aborts == aborts
     assert not lost
     assert sink.owns(P0)
-    assert await sink.commit({P0: 1}) == {P0: 1}
+    assert await sink.commit({P0: at(1)}) == {P0: at(1)}
     assert len(p0.sent) == 1, "the held verdict is published by the next commit"
 
 
@@ -75,7 +81,7 @@ async def test_a_fenced_producer_is_lost_and_the_next_partition_still_commits() 
     p0 = producers[sink.transactional_id(P0)]
     p0.fail_with, p0.fail_state = ProducerFenced(), TransactionState.FATAL_ERROR
 
-    assert await sink.commit({P0: 1, P1: 1}) == {P1: 1}
+    assert await sink.commit({P0: at(1), P1: at(1)}) == {P1: at(1)}
     assert lost == [P0]
     assert not sink.owns(P0)
     assert len(producers[sink.transactional_id(P1)].sent) == 1
@@ -89,7 +95,7 @@ async def test_a_producer_in_a_fatal_state_does_not_stop_later_partitions() -> N
     sink, producers, lost = await _sink_with(P0, P1)
     producers[sink.transactional_id(P0)]._txn_manager.state = TransactionState.FATAL_ERROR
 
-    assert await sink.commit({P0: 1, P1: 1}) == {P1: 1}
+    assert await sink.commit({P0: at(1), P1: at(1)}) == {P1: at(1)}
     assert lost == [P0]
 
 
@@ -102,18 +108,21 @@ async def test_a_verdict_without_its_source_cannot_be_held() -> None:
         await sink.publish(a_verdict(None))
 
 
-async def test_a_commit_publishes_only_the_outcomes_below_the_watermark() -> None:
+async def test_a_commit_publishes_every_outcome_held_with_the_progress_once() -> None:
+    # Every held outcome is of a record done, and the progress given counts it done (below
+    # the watermark, or above it and not unfinished): all go, whatever the watermark.
     sink, producers, _ = empty_sink()
     await sink.start_partition(P0)
-    for offset in (0, 1, 2):
+    for offset in (0, 2):
         await sink.publish(a_verdict(P0, offset))
     p0 = producers[sink.transactional_id(P0)]
 
-    assert await sink.commit({P0: 2}) == {P0: 2}
-    assert p0.sent_to == [("verdicts", b"v-0"), ("verdicts", b"v-1")]
-    assert p0.offsets == [{P0: 2}]
-    assert await sink.commit({P0: 3}) == {P0: 3}
-    assert p0.sent_to[2:] == [("verdicts", b"v-2")], "each outcome once, in its own commit"
+    assert await sink.commit({P0: Commitment(1, "g1:...")}) == {P0: Commitment(1, "g1:...")}
+    assert p0.sent_to == [("verdicts", b"v-0"), ("verdicts", b"v-2")]
+    assert p0.offsets == [{P0: (1, "g1:...")}], "the progress goes with the offset"
+    await sink.publish(a_verdict(P0, 3))
+    assert await sink.commit({P0: at(4)}) == {P0: at(4)}
+    assert p0.sent_to[2:] == [("verdicts", b"v-3")], "each outcome once, in its own commit"
     assert sink.transactional_id(P0) == "group.traces.0"
 
 
@@ -121,7 +130,7 @@ async def test_outcomes_and_commits_of_a_partition_not_owned_are_dropped() -> No
     sink, producers, _ = await _sink_with(P0)
     await sink.dead_letter(Record(P1.topic, P1.partition, 0), "not JSON")  # P1: not started
 
-    assert await sink.commit({P0: 1, P1: 1}) == {P0: 1}
+    assert await sink.commit({P0: at(1), P1: at(1)}) == {P0: at(1)}
     assert sink.transactional_id(P1) not in producers
 
 
@@ -149,7 +158,7 @@ async def test_a_producer_that_cannot_start_is_stopped_and_the_retry_starts_afre
     assert made[0].stopped, "a half-started producer is stopped, not leaked"
     assert not sink.owns(P0)
     await sink.dead_letter(Record(P0.topic, P0.partition, 0), "not JSON")
-    assert await sink.commit({P0: 1}) == {}, "nothing held or committed without a producer"
+    assert await sink.commit({P0: at(1)}) == {}, "nothing held or committed without a producer"
 
     await sink.start_partition(P0)
     assert sink.owns(P0)
@@ -171,7 +180,7 @@ async def test_an_abort_that_fails_loses_the_producer(abort_error: BaseException
     p0.fail_with, p0.fail_state = KafkaConnectionError("gone"), TransactionState.ABORTABLE_ERROR
     p0.abort_error = abort_error
 
-    assert await sink.commit({P0: 1, P1: 1}) == {P1: 1}
+    assert await sink.commit({P0: at(1), P1: at(1)}) == {P1: at(1)}
     assert p0.aborts == 1
     assert lost == [P0]
     assert not sink.owns(P0)
@@ -189,7 +198,7 @@ async def test_an_abort_that_hangs_is_bounded_and_loses_the_producer(
         await asyncio.Event().wait()
 
     p0.abort_transaction = hang  # type: ignore[method-assign]
-    assert await asyncio.wait_for(sink.commit({P0: 1}), 5) == {}
+    assert await asyncio.wait_for(sink.commit({P0: at(1)}), 5) == {}
     assert lost == [P0]
 
 
@@ -201,7 +210,7 @@ async def test_a_revoke_forgets_the_outcomes_and_stops_the_producers() -> None:
     assert p0.stopped
     assert not sink.owns(P0)
     await sink.dead_letter(Record(P0.topic, P0.partition, 1), "late")  # a late completion
-    assert await sink.commit({P0: 2, P1: 1}) == {P1: 1}
+    assert await sink.commit({P0: at(2), P1: at(1)}) == {P1: at(1)}
     assert not p0.sent, "a revoked partition's outcomes are judged again by its next owner"
     assert not lost, "a revoke is not a loss: the owner already knows"
 

@@ -1,5 +1,6 @@
 """Trace assembly: traces close by quiet or max wait; offsets are done only when every trace
-they fed is finished; bounds hold and drain by time."""
+with spans in them is finished, and finished traces spread over records not done are listed
+for the commit's progress; bounds hold."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
 from consumer.stream.offsets import PartitionOffsets
+from consumer.stream.progress import trace_key
 from consumer.telemetry.assembly import AssemblyLimits, TraceAssembly
 from consumer.telemetry.otlp import DecodedRecord, OtlpEncoding, decode_otlp
 from consumer.telemetry.recent_ids import RecentIds
@@ -40,13 +42,13 @@ def test_children_before_the_root_close_quietly_once_the_root_is_in(encoding: Ot
     assembly = TraceAssembly(LIMITS)
     assert assembly.add(0, children, now=0.0) == []  # it fed an open trace
     assert assembly.due(now=50.0) == []  # quiet, but no root yet
-    assert assembly.add(1, root, now=50.0) == [1]  # the dropped root fed nothing
+    assert assembly.add(1, root, now=50.0) == []  # the dropped root: a re-read needs it too
     assert assembly.due(now=59.9) == []
     trace = one(assembly.due(now=60.0))
     assert (trace.closed_by, trace.root_seen, trace.first_offset) == ("quiet", True, 0)
     assert sorted(span.name for span in trace.spans) == ["chat", "query", "retrieve"]
     assert trace.span_count == len(sdk)
-    assert assembly.finished(trace.trace_id) == [0]
+    assert assembly.finished(trace.trace_id) == [0, 1]
     assert assembly.open_count == assembly.unfinished_count == 0
 
 
@@ -105,27 +107,31 @@ def test_a_record_with_late_and_fresh_spans_waits_for_the_fresh_trace() -> None:
     closed = one(assembly.due(now=10.0))
     assert assembly.add(1, record(genai(0, 2), genai(1)), now=11.0) == []
     assert assembly.finished(closed.trace_id) == [0]
+    # Record 1 is read again after a restart: the finished trace's late span there must not
+    # open it again, so it is listed for the commit's progress until record 1 is done.
+    assert assembly.closed_keys() == [trace_key(tid(0))]
     (fresh,) = assembly.due(now=200.0)
     assert assembly.finished(fresh.trace_id) == [1]
+    assert assembly.closed_keys() == []
 
 
-# Trace A fed by records 3, 7, 9; B by 7; C by 9 and 10; record 8 fed none. A finished keeps
-# its first record (3) until 7 and 9 are done too; C keeps 9 until 10 is done.
+# Trace A fed by records 3, 7, 9; B by 7; C by 9 and 10; record 8 fed none. A record is done
+# once every trace in it is finished; a finished trace with a record not done is spread.
 SHARED = {3: [0], 7: [0, 1], 8: [], 9: [0, 2], 10: [2]}
 
 
 @pytest.mark.parametrize(
-    ("order", "done_after"),
+    ("order", "done_after", "spread_after"),
     [
-        ("ABC", [[], [7], [3, 9, 10]]),
-        ("CBA", [[10], [], [3, 7, 9]]),
-        ("BAC", [[], [7], [3, 9, 10]]),
-        ("CAB", [[10], [9], [3, 7]]),
+        ("ABC", [[3], [7], [9, 10]], ["A", "A", ""]),
+        ("CBA", [[10], [], [3, 7, 9]], ["C", "BC", ""]),
+        ("BAC", [[], [3, 7], [9, 10]], ["B", "A", ""]),
+        ("CAB", [[10], [3, 9], [7]], ["C", "A", ""]),
     ],
     ids=["a-b-c", "c-b-a", "b-a-c", "c-a-b"],
 )
-def test_an_offset_is_done_when_every_trace_it_fed_is_finished_and_no_range_pins_it(
-    order: str, done_after: list[list[int]]
+def test_an_offset_is_done_when_every_trace_in_it_is_finished(
+    order: str, done_after: list[list[int]], spread_after: list[str],
 ) -> None:
     assembly = TraceAssembly(LIMITS)
     for offset, traces in SHARED.items():
@@ -133,31 +139,31 @@ def test_an_offset_is_done_when_every_trace_it_fed_is_finished_and_no_range_pins
         assert immediate == ([] if traces else [offset])
     closed = {trace.trace_id: trace for trace in assembly.due(now=120.0)}
     assert {closed[tid(t)].first_offset for t in range(3)} == {3, 7, 9}
-    for letter, expected in zip(order, done_after, strict=True):
+    for letter, expected, spread in zip(order, done_after, spread_after, strict=True):
         assert assembly.finished(tid("ABC".index(letter))) == expected
+        assert sorted(assembly.closed_keys()) == sorted(
+            trace_key(tid("ABC".index(s))) for s in spread)
     assert assembly.finished(tid(0)) == []  # a second acknowledgement changes nothing
 
 
-def test_a_finished_trace_keeps_its_first_record_until_its_whole_range_is_done() -> None:
-    """Regression: A in records 0 and 2, B in 1 still open. Were A's offsets all done when it
-    finished, the watermark would stop at 1, and a re-read from 1 would judge A's tail alone."""
+def test_a_finished_trace_around_an_open_one_is_not_read_again() -> None:
+    """Regression: A in records 0 and 2, B in 1 still open. The watermark stops at 1; the
+    progress marks A's record 2 done, so a re-read from 1 reads B alone, never A's tail."""
     assembly = TraceAssembly(LIMITS)
     offsets = PartitionOffsets()
     for offset, rec in enumerate([record(genai(0, 1)), record(genai(1)), record(genai(0, 2))]):
         offsets.add(offset)
         assert assembly.add(offset, rec, now=0.0) == []
-    assembly.add(3, record(roots={0}), now=0.0)  # A's root: A closes by quiet, B stays open
     offsets.add(3)
-    offsets.done(3)
+    assert assembly.add(3, record(roots={0}), now=0.0) == []  # A's root: A closes by quiet
     assert one(assembly.due(now=10.0)).trace_id == tid(0)
     for done in assembly.finished(tid(0)):
         offsets.done(done)
-    assert offsets.watermark() == 0  # A's record 0 is pinned: re-read all of A, or none
-    (b,) = assembly.due(now=120.0)
-    assert assembly.finished(b.trace_id) == [0, 1]  # 1 done releases A's pin on 0
-    offsets.done(0)
-    offsets.done(1)
-    assert offsets.watermark() == 4
+    assert offsets.watermark() == 1  # B's first record: the commit moves on past A
+    progress = offsets.progress(assembly.closed_keys())
+    assert progress is not None
+    assert [o for o in range(4) if not progress.is_done(o)] == [1], "only B is read again"
+    assert progress.closed == frozenset(), "A is in no record read again"
 
 
 @given(
@@ -179,12 +185,13 @@ def test_the_watermark_never_passes_an_unfinished_trace_nor_lands_inside_a_finis
     steps: list[tuple[str, object]],
 ) -> None:
     """Any interleaving of records, time, closes and finishes: an offset is done exactly when
-    no unfinished trace holds it and no finished trace pins it (see ``not_done``); the
-    watermark is never inside a finished trace's range (first, last]; and once every trace
-    is finished the watermark is past all (no pin left behind)."""
+    no unfinished trace has spans in it (see ``not_done``); every finished trace with spans
+    in a record not done is listed for the progress (and no other); and once every trace is
+    finished the watermark is past all (nothing left behind)."""
     assembly = TraceAssembly(AssemblyLimits(quiet_s=10.0, max_wait_s=30.0))
     offsets = PartitionOffsets()
     fed: dict[int, set[str]] = {}  # offset -> traces it fed (the model)
+    late: dict[int, set[str]] = {}  # offset -> closed traces with late spans in it
     state: dict[str, str] = {}  # trace -> open | closed | finished
     now, offset = 0.0, 0
 
@@ -205,6 +212,7 @@ def test_the_watermark_never_passes_an_unfinished_trace_nor_lands_inside_a_finis
             kept = [genai(t, offset, parent=None if t % 3 == 0 else "00000000000000ff")
                     for t in sorted(arg)]
             fed[offset] = {s.trace_id for s in kept if state.get(s.trace_id, "open") == "open"}
+            late[offset] = {s.trace_id for s in kept} - fed[offset]
             for trace_id in fed[offset]:
                 state[trace_id] = "open"
             for done in assembly.add(offset, record(*kept), now):
@@ -218,11 +226,10 @@ def test_the_watermark_never_passes_an_unfinished_trace_nor_lands_inside_a_finis
             finish(tid(arg))
         held = not_done(fed, state)
         assert offsets.in_flight == len(held)
-        if fed:  # the lowest record held or pinned, or past the last one
-            mark = offsets.watermark()
-            assert mark == min(held, default=offset_after(fed))
-            for first, last in finished_ranges(fed, state):
-                assert mark <= first or mark > last
+        spread = {t for o in held for t in fed[o] | late[o] if state[t] == "finished"}
+        assert sorted(assembly.closed_keys()) == sorted(trace_key(t) for t in spread)
+        if fed:  # the lowest record held, or past the last one
+            assert offsets.watermark() == min(held, default=offset_after(fed))
     now += 30.0
     close_due()
     for trace_id in [t for t, s in state.items() if s == "closed"]:
@@ -235,24 +242,9 @@ def offset_after(fed: dict[int, set[str]]) -> int:
     return max(fed) + 1
 
 
-def finished_ranges(fed: dict[int, set[str]], state: dict[str, str]) -> list[tuple[int, int]]:
-    """(first, last) record of every finished trace."""
-    fed_by: dict[str, list[int]] = {}
-    for offset, traces in sorted(fed.items()):
-        for trace_id in traces:
-            fed_by.setdefault(trace_id, []).append(offset)
-    return [(o[0], o[-1]) for t, o in fed_by.items() if state[t] == "finished"]
-
-
 def not_done(fed: dict[int, set[str]], state: dict[str, str]) -> set[int]:
-    """The model: records fed to a trace not finished, and the first records of finished
-    traces with a record not done in (first, last]. Such a record lies above the first, so
-    deciding the pins from the highest first record down sees each one's range settled."""
-    held = {o for o, traces in fed.items() if any(state[t] != "finished" for t in traces)}
-    for first, last in sorted(finished_ranges(fed, state), reverse=True):
-        if any(first < o <= last for o in held):
-            held.add(first)
-    return held
+    """The model: the records fed to a trace not finished."""
+    return {o for o, traces in fed.items() if any(state[t] != "finished" for t in traces)}
 
 
 def test_fifty_thousand_spans_in_one_trace_are_capped_and_it_still_closes() -> None:
@@ -269,20 +261,19 @@ def test_fifty_thousand_spans_in_one_trace_are_capped_and_it_still_closes() -> N
     assert assembly.finished(trace.trace_id) == list(range(51))
 
 
-def test_a_full_assembly_drains_by_time_alone() -> None:
+def test_at_capacity_the_oldest_open_trace_closes_with_what_it_has() -> None:
     assembly = TraceAssembly(AssemblyLimits(max_open_traces=3, max_wait_s=120.0))
     for n in range(3):
         assembly.add(n, record(genai(n)), now=float(n))
-    assert assembly.full
-    # Records fetched before the pause still fit, over the bound.
-    assert assembly.add(3, record(genai(3)), now=3.0) == []
-    assert (assembly.open_count, assembly.full) == (4, True)
-    # No record arrives while paused; time alone closes them.
-    closed = assembly.due(now=121.0)
-    assert [trace.trace_id for trace in closed] == [tid(0), tid(1)]
-    assert (assembly.open_count, assembly.full) == (2, False)
-    assert len(assembly.due(now=200.0)) == 2
-    assert [o for trace in closed for o in assembly.finished(trace.trace_id)] == [0, 1]
+    [oldest] = assembly.close_oldest()
+    assert (oldest.trace_id, oldest.closed_by, oldest.first_offset) == (tid(0), "capacity", 0)
+    assert (assembly.open_count, assembly.counts.closed_capacity) == (2, 1)
+    assert assembly.oldest_first_at == 1.0
+    assert assembly.finished(oldest.trace_id) == [0]
+    closed = assembly.due(now=200.0)
+    assert [trace.closed_by for trace in closed] == ["max_wait", "max_wait"]
+    assert assembly.close_oldest() == []
+    assert assembly.oldest_first_at is None
 
 
 def test_drop_all_forgets_everything_and_commits_nothing() -> None:
