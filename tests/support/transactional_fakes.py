@@ -33,7 +33,7 @@ class FakeProducer:
     fail_state: TransactionState = TransactionState.READY
     sent: list[bytes] = field(default_factory=list)
     sent_to: list[tuple[str, bytes | None]] = field(default_factory=list)  # (topic, key)
-    offsets: list[dict[TopicPartition, int]] = field(default_factory=list)
+    offsets: list[dict[TopicPartition, tuple[int, str]]] = field(default_factory=list)
     aborts: int = 0
     stopped: bool = False
     start_error: BaseException | None = None
@@ -74,7 +74,7 @@ class FakeProducer:
         future: Any = _done()
         return future
 
-    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int],
+    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, tuple[int, str]],
                                           group_id: str) -> None:
         self.offsets.append(offsets)
 

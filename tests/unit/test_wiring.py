@@ -12,6 +12,7 @@ from consumer import wiring
 from consumer.errors import ConfigError
 from consumer.settings import Settings, load_settings
 from consumer.stream import clients
+from consumer.stream.progress import Commitment
 from consumer.stream.sink import KafkaVerdictSink
 from consumer.stream.transactional import TransactionalSink
 from schemas.trace import TraceEvent
@@ -24,9 +25,9 @@ class Recorded:
 
     def __init__(self, **options: Any) -> None:
         self.options = options
-        self.commits: list[dict[Any, int]] = []
+        self.commits: list[dict[Any, Any]] = []
 
-    async def commit(self, offsets: dict[Any, int]) -> None:
+    async def commit(self, offsets: dict[Any, Any]) -> None:
         self.commits.append(offsets)
 
 
@@ -112,8 +113,8 @@ async def test_at_least_once_commits_through_the_consumer() -> None:
     assert isinstance(delivery.sink, KafkaVerdictSink)
     assert delivery.producer is not None
     assert delivery.transactions is None
-    assert await delivery.commit({"tp": 7}) == {"tp": 7}
-    assert consumer.commits == [{"tp": 7}]
+    assert await delivery.commit({"tp": Commitment(7, "g1:x")}) == {"tp": Commitment(7, "g1:x")}
+    assert consumer.commits == [{"tp": (7, "g1:x")}], "the progress goes with the offset"
 
 
 @pytest.mark.usefixtures("recorded")
