@@ -12,13 +12,16 @@ import pytest
 from consumer.errors import PublishError
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.ops.metrics import REGISTRY
 from consumer.rules.groundedness import Groundedness
 from consumer.rules.missing_citation import MissingCitation
 from consumer.rules.rule_set import RuleSet
 from consumer.stream import record_path
 from consumer.stream.pipeline import Pipeline, PipelineConfig
+from consumer.stream.progress import Progress
 from schemas.verdict import VerdictEvent
 from tests.support.pipeline_fakes import Commits, GatedJudge, ListSink
+from tests.support.waiting import until
 
 TP = ("traces", 0)
 
@@ -70,7 +73,7 @@ def record(offset: int, answer: str | None) -> FakeRecord:
     return FakeRecord(offset, json.dumps({"trace_id": f"t{offset}", "output": answer}).encode())
 
 
-def build(records: list[FakeRecord], max_in_flight: int = 100) -> tuple[
+def build(records: list[FakeRecord], max_in_flight: int = 100, **config: Any) -> tuple[
         Pipeline, FakeConsumer, GatedJudge, ListSink, Commits]:
     consumer = FakeConsumer(records)
     judge = GatedJudge()
@@ -79,7 +82,8 @@ def build(records: list[FakeRecord], max_in_flight: int = 100) -> tuple[
 
     rules = RuleSet.groundedness(Evaluator(judge, 0.5, Limits()))
     pipeline = Pipeline(consumer, sink, rules, commits,
-                        PipelineConfig(max_in_flight=max_in_flight, commit_interval_s=0))
+                        PipelineConfig(max_in_flight=max_in_flight, commit_interval_s=0,
+                                       **config))
     return pipeline, consumer, judge, sink, commits
 
 
@@ -238,3 +242,47 @@ async def test_a_trace_no_rule_applies_to_is_counted_and_committed() -> None:
     assert commits[-1][TP] == 2
     stop.set()
     await run
+
+
+async def test_the_next_owner_skips_what_the_commit_says_is_done_and_redoes_the_rest() -> None:
+    # A graceful hand-over with the first record's call still out: the commit stays at 0,
+    # and its progress says 1-3 are done; the next owner judges 0 alone.
+    records = [record(0, "slow"), record(1, "b"), record(2, "c"), record(3, "d")]
+    pipeline, _, judge, sink, commits = build(records, revoke_timeout_s=0.1)
+    judge.open("b", "c", "d")
+    await pipeline.on_partitions_assigned({TP})
+    stop = asyncio.Event()
+    run = asyncio.create_task(pipeline.run(stop))
+    await until(lambda: len(sink.verdicts) == 3)
+    await pipeline.on_partitions_revoked({TP})  # bounded wait, then commits its progress
+    stop.set()
+    await run
+    progress = commits.progress[TP]
+    assert (commits[-1][TP], progress.fetched_to, progress.unfinished) == (0, 4, ((0, 1),))
+
+    redone = _metric("groundedness_records_redone_total", reason="reread")
+    skipped = _metric("groundedness_records_redone_total", reason="skipped_done")
+    consumer, next_sink, next_judge, next_commits = FakeConsumer(records), ListSink(), \
+        GatedJudge(), Commits()
+    next_judge.open("slow", "b", "c", "d")
+
+    async def read_progress(partitions: Any) -> dict[Any, Progress]:
+        return {TP: progress}
+
+    successor = Pipeline(consumer, next_sink, RuleSet.groundedness(
+        Evaluator(next_judge, 0.5, Limits())), next_commits,
+        PipelineConfig(max_in_flight=100, commit_interval_s=0), read_progress=read_progress)
+    await successor.on_partitions_assigned({TP})
+    stop = asyncio.Event()
+    run = asyncio.create_task(successor.run(stop))
+    await until(lambda: bool(next_commits) and next_commits[-1][TP] == 4)
+    stop.set()
+    await run
+    assert next_sink.published == ["t0"], "1-3 were published by the previous owner"
+    assert next_judge.started == ["slow"]
+    assert _metric("groundedness_records_redone_total", reason="reread") == redone + 1
+    assert _metric("groundedness_records_redone_total", reason="skipped_done") == skipped + 3
+
+
+def _metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
