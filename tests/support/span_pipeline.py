@@ -7,6 +7,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from consumer.stream.progress import Progress
 from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.rules.rule_set import RuleSet
@@ -64,7 +65,9 @@ class Harness:
     """A running span pipeline; commits are recorded."""
 
     def __init__(self, assigned: set[TP] | None = None, max_in_flight: int = 64,
-                 max_uncommitted: int | None = None, **limits: Any) -> None:
+                 max_uncommitted: int | None = None,
+                 inherited: dict[TP, Progress] | None = None, **limits: Any) -> None:
+        """``inherited``: the progress a previous owner committed (read at assignment)."""
         assigned = {P0} if assigned is None else assigned
         self.consumer = Consumer(assigned)
         self.judge = GatedJudge()
@@ -75,9 +78,12 @@ class Harness:
             max_in_flight=max_in_flight, max_uncommitted=max_uncommitted, commit_interval_s=0,
             fetch_timeout_ms=5, revoke_timeout_s=0.2, spans="otlp_proto", assembly=assembly,
         )
+        async def read_progress(partitions: Any) -> dict[TP, Progress]:
+            return dict(inherited or {})
+
         self.pipeline = Pipeline(self.consumer, self.sink,
                                  RuleSet.groundedness(Evaluator(self.judge, 0.5, Limits())),
-                                 self.commits, config)
+                                 self.commits, config, read_progress=read_progress)
         self.assigned = assigned
         self.stop_event = asyncio.Event()
         self.task: asyncio.Task[None] | None = None

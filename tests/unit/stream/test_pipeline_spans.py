@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from consumer import wiring
 from consumer.ops.metrics import REGISTRY
 from consumer.settings import Settings
-from consumer.stream.progress import Commitment
+from consumer.stream.progress import Commitment, trace_key
 from consumer.telemetry import candidate
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import KIND, Recorder, otlp_proto
@@ -350,3 +350,36 @@ async def test_a_record_with_an_unreadable_span_says_where_and_the_rest_is_judge
     assert "UTF-8" in warning["reason"]
     assert harness.sink.published == [hex_trace_id(spans)]  # judged without the bad span
     assert harness.sink.dead == []
+
+
+async def test_a_finished_trace_spread_over_a_record_read_again_is_not_judged_again() -> None:
+    # One record carries two traces (no partition_traces_by_id): A finishes, B stays open,
+    # so the record stays not done and A is spread over it. The commit lists A; the next
+    # owner reads that record again for B, and takes A's spans there for late ones.
+    a, b = rag_spans("Who wrote Dune?"), rag_spans("Who wrote Emma?")
+    first = Harness()
+    first.judge.open(ANSWER)
+    first.consumer.feed(P0, otlp_proto([*a[:-1], *b[:-1]]), otlp_proto(a[-1:]))
+    await first.start()
+    await until(lambda: len(first.sink.verdicts) == 1)
+    await until(lambda: first.commits.progress.get(P0) is not None
+                and first.commits.progress[P0].closed != frozenset())
+    await first.stop()
+    progress = first.commits.progress[P0]
+    assert first.sink.published == [hex_trace_id(a)]
+    assert (first.committed(), progress.unfinished) == (0, ((0, 1),)), "B holds record 0"
+    assert progress.closed == {trace_key(hex_trace_id(a))}
+
+    late = _metric("groundedness_late_spans_total")
+    second = Harness(inherited={P0: progress})
+    second.judge.open(ANSWER)
+    second.consumer.feed(P0, otlp_proto([*a[:-1], *b[:-1]]), otlp_proto(a[-1:]),
+                         otlp_proto(b[-1:]))
+    await second.start()
+    await until(lambda: second.committed() == 3)
+    await second.stop()
+    assert second.sink.published == [hex_trace_id(b)], "A is not judged again from record 0"
+    verdict = second.sink.verdicts[0]
+    assert verdict.assembly is not None
+    assert verdict.assembly.spans == 3, "B whole: its spans in the record read again"
+    assert _metric("groundedness_late_spans_total") > late
