@@ -8,10 +8,12 @@ after this failure succeeded, or else a probe worded exactly as the real calls)?
 - reworded (RESHAPE): the endpoint refused a part of the request (structured output, the
   token-limit parameter, temperature): sent again in the next wording after the one that
   request used;
-- transient (RETRY, WAIT): retried with backoff, honouring Retry-After; a 429 (WAIT) is the
-  account's, not the trace's, so while the judge answers others the trace goes round again,
-  up to ``MAX_RATE_LIMITED_ROUNDS`` (then its ``judge_rate_limited`` error); a 429 whose
+- transient (RETRY, WAIT): retried with backoff, honouring Retry-After; a 429 for a rate
+  limit (WAIT) is the account's, shared by every replica: backpressure, never an outage
+  (the pacer slows every call), so past the retries the trace goes round again, up to
+  ``MAX_RATE_LIMITED_ROUNDS`` (then its ``judge_rate_limited`` error); a 429 whose
   "Limit N, Requested M" has M > N never fits: the trace's error at once;
+- the judge's own word that it fails for everyone (HOLD: ``insufficient_quota``): hold at once;
 - refused (HOLD_OR_CONFIRM: 401, 403, 404, other 4xx), or transient past the retries: if the
   judge answers others, one more try (an outage may just have ended), then the trace's
   ``error`` verdict with the status and message; timed out (HOLD_OR_ERROR): the error at once;
@@ -124,22 +126,28 @@ class TraceAttempts:
             failure = failure.as_refusal()
         if failure.action is Action.ERROR:
             return self._failed(failure.kind, failure.message)
+        if failure.action is Action.HOLD:
+            self._trip(failure)
         if failure.action in (Action.RETRY, Action.WAIT):
             self._transient_failures += 1
-            if failure.retry_after_s is not None and not self._own_429s:
-                # The account's wait, for every call. Not once this trace's 429s are seen to
-                # be its own: it waits alone then (else one trace could pause everyone for all
-                # its rounds).
+            if failure.action is Action.WAIT and not self._own_429s:
+                # The account's wait and pace, for every call. Not once this trace's 429s are
+                # seen to be its own: it waits alone then (else one trace could slow everyone
+                # for all its rounds).
+                self._endpoint.pacer.rate_limited()
+                if failure.retry_after_s is not None:
+                    self._endpoint.limiter.hold(failure.retry_after_s)
+            elif failure.retry_after_s is not None and not self._own_429s:
                 self._endpoint.limiter.hold(failure.retry_after_s)
             if self._transient_failures < self._retries.max_attempts:
                 failures = self._transient_failures
                 await asyncio.sleep(self._retries.delay_s(failures, failure.retry_after_s))
                 return None
+        if failure.action is Action.WAIT:  # the account's limit: slower, never an outage
+            return await self._go_round(failure)
         # Past the retries, refused, or timed out: an outage unless the judge answers others.
         if not await self._endpoint.answered_since(failed_at):
             self._trip(failure)
-        if failure.action is Action.WAIT:
-            return await self._go_round(failure)
         if failure.action is Action.HOLD_OR_ERROR or self._confirmed:
             # (No second try after a timeout: another hang would hold a slot for another
             # full timeout.)

@@ -40,6 +40,7 @@ class OpenAIJudge:
         self.model = model
         self.limiter = limiter
         self._endpoint = Endpoint(client, model, limiter, timeout_s)
+        self.pacer = self._endpoint.pacer
         self._slots = asyncio.Semaphore(max_concurrency)
         self._retries = retries
         self.breaker = CircuitBreaker(self._endpoint.probe, first_delay_s=probe_delay_s)

@@ -1,8 +1,11 @@
 """One OpenAI-compatible endpoint as the judge calls it: within the limiter, in the wording it
 accepts, and asked, when a call fails, whether it answers others.
 
-Every call acquires the limiter for the prompt plus the answer budget it is sent with, and
-settles to the tokens the endpoint reports (a call refused before the model ran, to none).
+Every call waits for its turn at the pacer (the account's pace, shared with every replica:
+``pacing.py``, steered by the rate-limit headers of every response, 200 and 429), then
+acquires the limiter (this replica's ceiling) for the prompt plus the answer budget it is
+sent with, and settles to the tokens the endpoint reports (a call refused before the model
+ran, to none).
 The wording (``RequestShape``) is shared by every call: a refused part or an answer cut by its
 budget moves it on for all of them. A probe is a tiny request worded as the real calls are;
 together with the calls it answers the one question that tells a trace's failure from an
@@ -18,15 +21,21 @@ from typing import Any
 import openai
 import structlog
 from openai import AsyncOpenAI
+from openai._constants import RAW_RESPONSE_HEADER
+from openai._legacy_response import LegacyAPIResponse
 from openai.types.chat import ChatCompletion
 
+from consumer.judge.account import read_account
 from consumer.judge.failures import Action, Failure, classify
+from consumer.judge.pacing import Pacer
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, PROBE_MESSAGES, estimate_tokens
 from consumer.judge.ratelimit import JudgeLimiter, Spend
 from consumer.judge.shape import RequestShape, shape_for
+from consumer.ops import metrics
 
 log = structlog.get_logger(__name__)
 
+_CALLS = metrics.JUDGE_CALLS
 PREFLIGHT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 10.0
 # The probe's tokens as ``build_request`` counts a trace's: the prompt plus the answer budget.
@@ -37,10 +46,12 @@ class Endpoint:
     """Calls, probes and the request's wording for one model on one endpoint."""
 
     def __init__(
-        self, client: AsyncOpenAI, model: str, limiter: JudgeLimiter, timeout_s: float
+        self, client: AsyncOpenAI, model: str, limiter: JudgeLimiter, timeout_s: float,
+        pacer: Pacer | None = None,
     ) -> None:
         self.model = model
         self.limiter = limiter
+        self.pacer = pacer or Pacer()
         self.shape = shape_for(model)  # the wording every call is sent in now
         self._client = client
         self._timeout_s = timeout_s
@@ -59,7 +70,9 @@ class Endpoint:
     async def call(
         self, messages: list[dict[str, str]], request_tokens: int, shape: RequestShape
     ) -> ChatCompletion:
-        """One chat completion in ``shape``, within the limiter; raises what the SDK raises."""
+        """One chat completion in ``shape``, at the account's pace and within the limiter;
+        raises what the SDK raises."""
+        await self.pacer.wait_turn()
         spend = await self.limiter.acquire(self._estimate(request_tokens, shape))
         sent_at = time.monotonic()
         return await self._send(shape.body(self.model, messages), spend, sent_at, self._timeout_s)
@@ -81,6 +94,7 @@ class Endpoint:
         every call fails on fails the probe too): does the judge answer at all?"""
         while True:
             shape = self.shape
+            await self.pacer.wait_turn()  # the account counts probes too
             spend = await self.limiter.acquire(self._estimate(_PROBE_TOKENS, shape))
             sent_at = time.monotonic()
             try:
@@ -90,8 +104,10 @@ class Endpoint:
                 failure = classify(exc)
                 if failure.action is Action.RESHAPE and self.reword(shape, failure):
                     continue
-                log.info("judge_probe_failed", error=failure.kind, status=failure.status)
-                ok = False
+                # A rate limit is the judge answering: the account is busy, not down.
+                ok = failure.action is Action.WAIT
+                if not ok:
+                    log.info("judge_probe_failed", error=failure.kind, status=failure.status)
             else:
                 ok = True
             self._last_probe = (sent_at, ok)
@@ -160,21 +176,44 @@ class Endpoint:
         # walks its ~40 parameters, our messages and the JSON schema through the SDK's
         # TypedDict transform on every call (~0.7 ms of CPU) for a body already in wire
         # form. Same endpoint, response validation, exceptions and timeout.
+        # (Asked raw, for the headers: the same request, validated when parsed.)
+        _CALLS.inc()
         try:
-            response = await self._client.post(
+            raw = await self._client.post(
                 "/chat/completions", body=body, cast_to=ChatCompletion,
-                options={"timeout": timeout_s},
+                options={"timeout": timeout_s, "headers": {RAW_RESPONSE_HEADER: "true"}},
             )
+            assert isinstance(raw, LegacyAPIResponse)  # noqa: S101 - asked for raw
+            response: ChatCompletion = raw.parse()
         except (openai.OpenAIError, ValueError) as exc:
+            failure = classify(exc)
+            if isinstance(exc, openai.APIStatusError):
+                self._account(exc.response.headers, failure)
             # Refused before the model ran (no connection, 4xx, 429), it cost nothing; a 5xx
             # or a timeout may have run it, so it keeps its estimate.
-            if classify(exc).consumed_nothing:
+            if failure.consumed_nothing:
                 self.limiter.settle(spend, 0)
             raise
+        self._account(raw.headers, None)
         if response.usage is not None:  # the tokens the judge reports, not our estimate
             self.limiter.settle(spend, response.usage.total_tokens)
         self._last_success = max(self._last_success, sent_at)
         return response
+
+    def _account(self, headers: Any, failure: Failure | None) -> None:
+        """Steer the pace by a response's rate-limit headers (a 429 for a rate limit slows it
+        too: ``attempts.py``, unless it is one trace's own); the account's state goes to the
+        metrics."""
+        account = read_account(headers)
+        self.pacer.observe(account)
+        if failure is not None and failure.status == 429:
+            metrics.JUDGE_RATE_LIMITED.labels(failure.code or "none").inc()
+        if account is not None:
+            for name, budget in (("requests", account.requests), ("tokens", account.tokens)):
+                if budget is not None:
+                    metrics.JUDGE_ACCOUNT_REMAINING.labels(name).set(budget.remaining)
+        if self.pacer.rate is not None:
+            metrics.JUDGE_PACE.set(self.pacer.rate * 60)
 
     @staticmethod
     def _estimate(request_tokens: int, shape: RequestShape) -> int:

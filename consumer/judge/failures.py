@@ -2,9 +2,12 @@
 
     RETRY            transient (408, 409, 5xx, connection, malformed body): back off and
                      retry, honouring Retry-After; past the retries, HOLD_OR_CONFIRM
-    WAIT             a 429, the account's limit: everyone waits its Retry-After, and the call
-                     is retried; past the retries, an outage unless the judge answers others,
-                     else this trace goes round again (a bounded number of times)
+    WAIT             a 429 for a rate limit, the account's: backpressure, never an outage.
+                     Everyone waits its Retry-After and slows (``pacing.py``), and the call is
+                     retried; past the retries, this trace goes round again (a bounded
+                     number of times)
+    HOLD             the judge failing for everyone by its own word (429
+                     ``insufficient_quota``: the account is out of credit): hold at once
     HOLD_OR_CONFIRM  any other refusal (401, 403, 404, most 400s): an outage unless the judge
                      answers others; else one more try, then this trace's error
     HOLD_OR_ERROR    no answer in time: an outage unless the judge answers others; else this
@@ -59,6 +62,7 @@ class Action(enum.Enum):
 
     RETRY = "retry"
     WAIT = "wait"
+    HOLD = "hold"
     HOLD_OR_CONFIRM = "hold_or_confirm"
     HOLD_OR_ERROR = "hold_or_error"
     RESHAPE = "reshape"
@@ -76,6 +80,7 @@ class Failure:
     status: int | None = None
     param: str | None = None
     retry_after_s: float | None = None
+    code: str | None = None  # the error body's ``code`` (``rate_limit_exceeded``, ...)
 
     @property
     def consumed_nothing(self) -> bool:
@@ -110,11 +115,14 @@ def _classify_status(exc: openai.APIStatusError, message: str) -> Failure:
     code = (exc.code or "").lower()
     text = message.lower()
     param = exc.param
+    if status == 429 and code == "insufficient_quota":
+        return Failure(Action.HOLD, "insufficient_quota", message, status, param, code=code)
     if status == 429 and ("request too large" in text or _above_limit(text)):
         # Larger than the whole tokens-per-minute limit: no wait makes it fit.
-        return Failure(Action.ERROR, "request_too_large", message, status, param)
+        return Failure(Action.ERROR, "request_too_large", message, status, param, code=code)
     if status == 429:
-        return Failure(Action.WAIT, "judge_rate_limited", message, status, param, _retry_after(exc))
+        return Failure(Action.WAIT, "judge_rate_limited", message, status, param,
+                       _retry_after(exc), code=code or None)
     if status in (408, 409) or status >= 500:
         kind = f"judge_http_{status}"
         return Failure(Action.RETRY, kind, message, status, param, _retry_after(exc))

@@ -23,6 +23,10 @@ values known in advance start at 0, so rates and ratios exist before the first e
 | ``groundedness_split_traces_total`` | counter | span input: a trace seen on two partitions |
 | ``groundedness_unkeyed_span_records_total`` | counter | span input: a record not keyed by trace |
 | ``groundedness_verdict_events_dropped_total`` | counter | VERDICT_EVENTS: events never sent |
+| ``groundedness_judge_calls_total`` | counter | judge: every call sent, probes included |
+| ``groundedness_judge_rate_limited_total{code}`` | counter | judge: 429s by the error's code |
+| ``groundedness_judge_account_remaining{budget}`` | gauge | judge: the account's left, last seen |
+| ``groundedness_judge_pace_requests_per_minute`` | gauge | judge: this replica's pace |
 | ``groundedness_records_redone_total{reason}`` | counter | hand-over: skipped_done / reread |
 | ``groundedness_commit_metadata_bytes`` | histogram | each commit: its progress's size |
 | ``groundedness_commit_metadata_overflow_total`` | counter | a progress that did not fit |
@@ -108,6 +112,26 @@ UNKEYED_SPAN_RECORDS = _counter(
     "partitioning by trace id, so a trace's spans may land on several partitions).",
 )
 
+# The judge's account, shared by every replica (consumer/judge/pacing.py).
+JUDGE_CALLS = _counter("groundedness_judge_calls", "Judge calls sent (probes included).")
+JUDGE_RATE_LIMITED = _counter(
+    "groundedness_judge_rate_limited",
+    "Judge calls answered 429, by the error's code: rate_limit_exceeded (the account's rate: "
+    "slows the worker), insufficient_quota (out of credit: holds), none (no code given).",
+    "code",
+)
+JUDGE_ACCOUNT_REMAINING = _gauge(
+    "groundedness_judge_account_remaining",
+    "The judge account's requests or tokens left, as the latest response's x-ratelimit-remaining "
+    "headers said (shared by every replica).",
+    "budget",
+)
+JUDGE_PACE = _gauge(
+    "groundedness_judge_pace_requests_per_minute",
+    "The pace this replica sends judge calls at, set from the account's headers and 429s "
+    "(0: not paced).",
+)
+
 # Progress in the commit metadata (consumer/stream/progress.py).
 RECORDS_REDONE = _counter(
     "groundedness_records_redone",
@@ -157,6 +181,10 @@ for _reason in ("empty_output", "filtered", "sampled_out"):
     SKIPPED.labels(_reason)
 for _outcome in ("kept", "dropped"):
     SPANS.labels(_outcome)
+for _code in ("rate_limit_exceeded", "insufficient_quota", "none"):
+    JUDGE_RATE_LIMITED.labels(_code)
+for _budget in ("requests", "tokens"):
+    JUDGE_ACCOUNT_REMAINING.labels(_budget)
 for _redone in ("skipped_done", "reread"):
     RECORDS_REDONE.labels(_redone)
 for _closed_by in ("quiet", "max_wait", "capacity"):
