@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 KAFKA_PORT ?= 9092
 
-.PHONY: venv lint test test-unit test-integration kafka-start kafka-stop demo schemas helm promtool prometheus bench clean
+.PHONY: venv lint test test-unit test-integration soak kafka-start kafka-stop demo schemas helm promtool prometheus bench clean
 
 venv: $(STAMP)
 
@@ -44,6 +44,7 @@ prometheus:
 
 # Unit and integration tests against a real broker started by scripts/kafka-local (which
 # finds one already running on KAFKA_PORT, and leaves it running: `make kafka-stop`).
+# tests/soak is not among them (pyproject's testpaths): `make soak`.
 test: venv lint helm promtool prometheus kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q $(PYTEST_ARGS)
 
@@ -54,6 +55,11 @@ test-unit: venv
 # Against the same broker as `make test`; e.g. PYTEST_ARGS='-m "not slow"' skips the long ones.
 test-integration: venv kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
+
+# Minutes of steady span traffic through two workers with a SIGTERM, a SIGKILL and a judge
+# outage (tests/soak): every trace judged whole, and no more redone than the faults allow.
+soak: venv kafka-start
+	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q tests/soak $(PYTEST_ARGS)
 
 # FORMAT=otlp_proto|otlp_json: the sample as an instrumented RAG service's spans, through the
 # real OpenTelemetry Collector when Go (or a cached build) is there, else written directly as

@@ -11,7 +11,10 @@ timeout), ``startup``, ``rate`` (requests-per-minute limit), ``memory`` (a long 
 an instant judge: peak RSS, RSS slope, and cost per verdict against a bare loop); on OTLP
 spans (``TRACES_FORMAT=otlp_proto``, ``span_run.py``): ``spans`` (span throughput against a
 bare read loop, and the one-core ceiling), ``spans_memory`` (RSS with ``MAX_OPEN_TRACES``
-open), ``spans_delay`` (a trace's last span to its verdict).
+open), ``spans_delay`` (a trace's last span to its verdict). Only when named in ``--only``
+(fault behaviour, not speed; some minutes each), the redone work of ``redo.py``:
+``redo_kills`` (paid judge calls per trace under SIGKILLs), ``redo_rebalance`` (expulsions
+and duplicates as a group scales 3 -> 4 -> 3).
 Figures depend on the machine and on whatever else runs on it: compare runs made together.
 """
 
@@ -35,6 +38,7 @@ from typing import Any
 from benchmarks import capacity, scenarios
 from benchmarks.kafka import Backlog, fill
 from benchmarks.procs import machine_load
+from benchmarks.redo import REDO_DEFAULT, REDO_QUICK, REDO_SCENARIOS, run_redo
 from benchmarks.report import compare, markdown, medians, plot, write_json
 from benchmarks.scenarios import Window
 from benchmarks.span_run import SPAN_DEFAULT, SPAN_QUICK, SPAN_SCENARIOS, run_spans
@@ -44,7 +48,8 @@ from scripts.kafka.broker import kafka_bootstrap
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE_SCENARIOS = ("judge", "throughput", "hangs", "startup", "rate", "memory")
-SCENARIOS = (*TRACE_SCENARIOS, *SPAN_SCENARIOS)
+DEFAULT_SCENARIOS = (*TRACE_SCENARIOS, *SPAN_SCENARIOS)  # what a run without --only runs
+SCENARIOS = (*DEFAULT_SCENARIOS, *REDO_SCENARIOS)
 PARTITIONS = 6
 JITTER = 0.2  # the what-if point: judge latency uniform in latency * (1 +- JITTER)
 
@@ -232,7 +237,7 @@ def _git_commit() -> str:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every selected scenario, in order; the results as one dict."""
     sizes = QUICK if args.quick else DEFAULT
-    chosen = set(args.only.split(",")) if args.only else set(SCENARIOS)
+    chosen = set(args.only.split(",")) if args.only else set(DEFAULT_SCENARIOS)
     unknown = chosen - set(SCENARIOS)
     if unknown:
         raise SystemExit(f"unknown scenario(s): {', '.join(sorted(unknown))}")
@@ -317,6 +322,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if chosen & set(SPAN_SCENARIOS):
             results |= await run_spans(bench, SPAN_QUICK if args.quick else SPAN_DEFAULT,
                                        chosen, dlq, say)
+        if chosen & set(REDO_SCENARIOS):
+            results |= await run_redo(bench, REDO_QUICK if args.quick else REDO_DEFAULT,
+                                      chosen, say)
     finally:
         await bench.cleanup()
     results["meta"]["load_after"] = machine_load()
