@@ -13,8 +13,12 @@ wasted), and the replicas together use what the account refills. A 429 for a rat
 halves the pace at once.
 
 An endpoint that sends no headers is paced by its 429s alone, through the same loop: no pace
-until the first 429, then half the pace that met it, rising again by ``RISE_PER_S`` of that
-pace each second, never past it, until the next 429 halves it again. ``JUDGE_REQUESTS_PER_MINUTE`` and
+until 429s answer more than ``LIMITED_SHARE`` of this replica's recent calls, then half the
+pace that met them, rising again by ``RISE_PER_S`` of that pace each second, never past it,
+until they do again. A share, not any 429: without headers a 429 cannot say whether it is
+the account's pace or a passing refusal (a gateway's, one prompt's), and halving on every
+one would let a few such 429s a second bring the pace down to nothing; each of them still
+holds every call for its ``Retry-After`` (``ratelimit.py``). ``JUDGE_REQUESTS_PER_MINUTE`` and
 ``JUDGE_TOKENS_PER_MINUTE`` stay a ceiling per replica (``ratelimit.py``, behind this gate).
 """
 
@@ -36,7 +40,9 @@ RATE_LIMITED = 0.5  # the pace after a 429 for a rate limit
 RATE_LIMITED_GAP_S = 1.0  # one halving per this long: the 429s of calls already out say the same
 RISE_PER_S = 0.01  # without headers: the rise each second, as a share of the reference
 MIN_SHARE = 0.01  # the pace never falls under this share of the account's refill
-SENT_WINDOW_S = 5.0  # how far back this replica's own pace is measured (a header-less start)
+SENT_WINDOW_S = 5.0  # how far back this replica's pace and 429s are measured (no headers)
+LIMITED_SHARE = 0.25  # without headers: 429s on more than this share of recent calls slow it
+MIN_LIMITED = 3  # ... and at least this many of them
 MAX_SLEEP_S = 0.25  # a waiting call looks again at least this often: the pace may have risen
 
 
@@ -53,6 +59,7 @@ class Pacer:
         self._rose_at: float | None = None
         self._released_at = -float("inf")  # when the latest call was let go
         self._sent: deque[float] = deque()  # this replica's recent calls
+        self._limited: deque[float] = deque()  # and the rate-limit 429s among them
         self._turn = asyncio.Lock()  # callers go one at a time, first come first
 
     def release_in_s(self) -> float:
@@ -111,8 +118,16 @@ class Pacer:
         self._step = (now, left)
 
     def rate_limited(self) -> None:
-        """A 429 for a rate limit: the account is over, whatever the headers said."""
+        """A 429 for a rate limit: with headers, the account is over, whatever they said;
+        without, when such 429s answer a large share of the recent calls."""
         now = self._clock()
+        self._limited.append(now)
+        while self._limited[0] < now - SENT_WINDOW_S:
+            self._limited.popleft()
+        if self.account is None and (
+                len(self._limited) < MIN_LIMITED
+                or len(self._limited) <= LIMITED_SHARE * len(self._sent)):
+            return
         if now - self._halved_at < RATE_LIMITED_GAP_S:
             return
         self._halved_at = self._rose_at = now
