@@ -70,6 +70,7 @@ from consumer.settings import Settings
 from consumer.stream import aiokafka_compat
 from consumer.stream.partitions import Partition
 from consumer.stream.pipeline import Pipeline
+from consumer.stream.progress import Commitment
 from consumer.stream.sink import VerdictSink
 from consumer.stream.span_path import ClosedTraces
 
@@ -351,4 +352,4 @@ async def _dry_run(consumer: WindowConsumer, window: Window, dry: DryRun) -> Non
         for tp, records in batches.items():
             for record in records:
                 await dry.add(record)
-            await window.commit({tp: records[-1].offset + 1})
+            await window.commit({tp: Commitment(records[-1].offset + 1, "")})
