@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     local = commands.add_parser("local-judge", help="serve the offline heuristic judge")
     local.add_argument("--host", default="127.0.0.1")
     local.add_argument("--port", type=int, default=8000)
+    local.add_argument("--requests-per-minute", type=_positive, metavar="N",
+                       help="answer as an account limited to N requests a minute would: "
+                            "429s and x-ratelimit-* headers (default: no limit)")
+    local.add_argument("--tokens-per-minute", type=_positive, metavar="N",
+                       help="the same for N tokens a minute (prompt estimate + max_tokens)")
     local.set_defaults(command=_local_judge)
 
     load = commands.add_parser("load-sample", help="produce the bundled sample traces")
@@ -142,8 +147,18 @@ def _run(_: argparse.Namespace) -> int:
 def _local_judge(args: argparse.Namespace) -> int:
     from consumer.localjudge.responder import serve
 
-    serve(args.host, args.port)
+    serve(args.host, args.port, args.requests_per_minute, args.tokens_per_minute)
     return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text!r}")
+    return value
 
 
 def _load_sample(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """What a chat-completions server answers, in OpenAI's shapes: completions and errors (pure).
 
 A ``Responder`` turns one request body into a ``Reply``; ``consumer.localjudge.server``
-sends it. The local judge and the tests' fake judges are responders.
+sends it. The local judge and the tests' fake judges are responders. ``is_probe`` tells the
+worker's health probe from a scoring request.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from consumer.judge.prompt import PROBE_MESSAGES
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +76,14 @@ def error_reply(
 ) -> Reply:
     """An error ``Reply`` in OpenAI's shape."""
     return Reply(status=status, body=error_body(message, type_, code, param), headers=headers or {})
+
+
+def is_probe(messages: object) -> bool:
+    """Are these the worker's health-probe messages (``PROBE_MESSAGES``)?"""
+    if not isinstance(messages, list):
+        return False
+
+    def pairs(items: list[Any]) -> list[tuple[Any, Any]]:
+        return [(m.get("role"), m.get("content")) for m in items if isinstance(m, dict)]
+
+    return pairs(messages) == pairs(list(PROBE_MESSAGES))

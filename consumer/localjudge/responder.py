@@ -4,6 +4,8 @@ For demos without an API key. It reads the ``groundedness@v1`` data block back f
 messages and scores it with ``heuristic.py`` (word overlap, not an LLM; its measured accuracy
 is printed by ``scripts/heuristic-accuracy``). Any ``response_format`` is
 accepted: the answer is always the verdict JSON. The health probe gets ``{"ok": true}``.
+With ``--requests-per-minute`` or ``--tokens-per-minute`` it answers as an OpenAI account with
+those limits would (``account.py``): 429s and ``x-ratelimit-*`` headers, for a demo of pacing.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from consumer.judge.prompt import CHARS_PER_TOKEN, PROBE_MESSAGES, read_data
+from consumer.judge.prompt import CHARS_PER_TOKEN, read_data
+from consumer.localjudge.account import AccountLimits
 from consumer.localjudge.heuristic import assess, document_texts
-from consumer.localjudge.replies import Reply, completion, error_reply
+from consumer.localjudge.replies import Reply, Responder, completion, error_reply, is_probe
 from consumer.localjudge.server import JudgeServer
 
 DEFAULT_PORT = 8000
@@ -39,7 +42,7 @@ class LocalJudge:
         try:
             data = read_data(messages)
         except ValueError:
-            if _is_probe(messages):
+            if is_probe(messages):
                 return Reply(body=completion('{"ok": true}', model, prompt_tokens, 3))
             return error_reply(400, NO_DATA_MESSAGE, param="messages")
         documents = document_texts(data.get("documents") or [])
@@ -56,20 +59,26 @@ class LocalJudge:
         return Reply(body=completion(content, model, prompt_tokens, completion_tokens))
 
 
-def _is_probe(messages: list[Any]) -> bool:
-    def pairs(items: list[Any]) -> list[tuple[Any, Any]]:
-        return [(m.get("role"), m.get("content")) for m in items if isinstance(m, dict)]
+def local_judge_server(
+    host: str = "127.0.0.1", port: int = DEFAULT_PORT, requests_per_minute: int | None = None,
+    tokens_per_minute: int | None = None,
+) -> JudgeServer:
+    """The local judge on ``host:port`` (0: any free port), bound, not yet serving; behind an
+    OpenAI-like account's per-minute limits if any is given (``account.py``)."""
+    responder: Responder = LocalJudge()
+    if requests_per_minute or tokens_per_minute:
+        responder = AccountLimits(responder, requests_per_minute, tokens_per_minute)
+    return JudgeServer(responder, host=host, port=port, models=MODELS)
 
-    return pairs(messages) == pairs(list(PROBE_MESSAGES))
 
-
-def local_judge_server(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> JudgeServer:
-    """The local judge on ``host:port`` (0: any free port), bound, not yet serving."""
-    return JudgeServer(LocalJudge(), host=host, port=port, models=MODELS)
-
-
-def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+def serve(
+    host: str = "127.0.0.1", port: int = DEFAULT_PORT, requests_per_minute: int | None = None,
+    tokens_per_minute: int | None = None,
+) -> None:
     """Run the local judge on ``host:port`` until SIGTERM or SIGINT."""
-    server = local_judge_server(host, port)
-    print(f"local judge listening on {server.url}", flush=True)
+    server = local_judge_server(host, port, requests_per_minute, tokens_per_minute)
+    limits = [f"{n:,} {unit}/min" for n, unit in ((requests_per_minute, "requests"),
+                                                  (tokens_per_minute, "tokens")) if n]
+    suffix = f" (account limits: {', '.join(limits)})" if limits else ""
+    print(f"local judge listening on {server.url}{suffix}", flush=True)
     server.serve_forever()
