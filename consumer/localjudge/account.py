@@ -1,7 +1,8 @@
 """``AccountLimits``: any responder behind one account's requests- and tokens-per-minute limits.
 
 OpenAI enforces its limits per account, for every client of it (all the worker replicas of
-one consumer group share one): each limit is a ``Bucket``, full at the start. Every chat
+one consumer group share one): each limit is a ``Bucket``, full at the start (an account
+left idle) unless ``full=False`` (one kept saturated by others: no minute's burst). Every chat
 completion request counts, the worker's health probes included; one the buckets cannot admit
 is answered 429 without reaching the wrapped responder, and takes nothing from them. A
 request's tokens are the prompt's estimate (``estimate_tokens`` of each message's content)
@@ -84,6 +85,7 @@ class AccountLimits:
         tokens_per_minute: int | None = None,
         *,
         headers: bool = True,
+        full: bool = True,
         organization: str = "org-local",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -93,8 +95,9 @@ class AccountLimits:
         self._organization = organization
         self._clock = clock
         now = clock()
-        self._requests = Bucket(requests_per_minute, now) if requests_per_minute else None
-        self._tokens = Bucket(tokens_per_minute, now) if tokens_per_minute else None
+        level = None if full else 0.0
+        self._requests = Bucket(requests_per_minute, now, level) if requests_per_minute else None
+        self._tokens = Bucket(tokens_per_minute, now, level) if tokens_per_minute else None
         self._lock = threading.Lock()
         self._arrived = self._probes = 0
         self._statuses: Counter[int] = Counter()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from consumer.cli import main
 from consumer.judge.prompt import PROBE_MESSAGES
 from consumer.localjudge.account import QUOTA_MESSAGE, AccountLimits, request_tokens
 from consumer.localjudge.buckets import Bucket, duration_text, whole_ms, whole_seconds
@@ -93,6 +94,14 @@ def test_a_full_account_admits_a_minute_at_once_then_a_sixtieth_a_second() -> No
     assert stats.limited_by == {"requests": 2}
     assert stats.admitted_between(clock.now, clock.now + 1) == 2
     assert account.requests_per_s == 10
+
+
+def test_an_account_kept_saturated_starts_empty() -> None:
+    clock = Clock()
+    account = AccountLimits(Inner(), requests_per_minute=600, full=False, clock=clock)
+    assert account(scoring()).status == 429
+    clock.now += 0.1
+    assert [account(scoring()).status for _ in range(2)] == [200, 429]
 
 
 def test_every_reply_carries_the_headers_and_keeps_the_inner_ones() -> None:
@@ -234,3 +243,15 @@ def test_the_local_judge_serves_the_limits_on_the_wire() -> None:
     assert second == 429
     assert second_headers["retry-after"] == "60"
     assert json.loads(second_body)["error"]["code"] == "rate_limit_exceeded"
+
+
+def test_the_command_line_hands_the_limits_to_the_local_judge(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served: list[tuple[Any, ...]] = []
+    monkeypatch.setattr("consumer.localjudge.responder.serve", lambda *args: served.append(args))
+    assert main(["local-judge", "--port", "0", "--requests-per-minute", "600"]) == 0
+    assert served == [("127.0.0.1", 0, 600, None)]
+    with pytest.raises(SystemExit):
+        main(["local-judge", "--tokens-per-minute", "0"])
+    assert "must be a positive whole number" in capsys.readouterr().err
