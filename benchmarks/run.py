@@ -14,7 +14,8 @@ bare read loop, and the one-core ceiling), ``spans_memory`` (RSS with ``MAX_OPEN
 open), ``spans_delay`` (a trace's last span to its verdict). Only when named in ``--only``
 (fault behaviour, not speed; some minutes each), the redone work of ``redo.py``:
 ``redo_kills`` (paid judge calls per trace under SIGKILLs), ``redo_rebalance`` (expulsions
-and duplicates as a group scales 3 -> 4 -> 3).
+and duplicates as a group scales 3 -> 4 -> 3), and ``account`` (replicas sharing one judge
+account's limit: ``benchmarks/account.py``).
 Figures depend on the machine and on whatever else runs on it: compare runs made together.
 """
 
@@ -36,6 +37,7 @@ from statistics import median
 from typing import Any
 
 from benchmarks import capacity, scenarios
+from benchmarks.account_figures import table as account_table
 from benchmarks.kafka import Backlog, fill
 from benchmarks.procs import machine_load
 from benchmarks.redo import REDO_DEFAULT, REDO_QUICK, REDO_SCENARIOS, run_redo
@@ -49,7 +51,7 @@ from scripts.kafka.broker import kafka_bootstrap
 ROOT = Path(__file__).resolve().parent.parent
 TRACE_SCENARIOS = ("judge", "throughput", "hangs", "startup", "rate", "memory")
 DEFAULT_SCENARIOS = (*TRACE_SCENARIOS, *SPAN_SCENARIOS)  # what a run without --only runs
-SCENARIOS = (*DEFAULT_SCENARIOS, *REDO_SCENARIOS)
+SCENARIOS = (*DEFAULT_SCENARIOS, *REDO_SCENARIOS, "account")  # the rest only when named
 PARTITIONS = 6
 JITTER = 0.2  # the what-if point: judge latency uniform in latency * (1 +- JITTER)
 
@@ -69,6 +71,8 @@ class Sizes:
     rate_duration_s: float
     startup_repeats: int
     judge_check_s: float
+    account_traces: int = 1200  # at 600/min, a steady part of over a minute
+    account_replicas: tuple[int, ...] = (1, 3)
     latency_s: float = 0.5
     target_concurrency: int = 64
     hang_timeout_s: float = 10.0
@@ -87,7 +91,7 @@ QUICK = Sizes(
     sequential_hang_window=Window(2.0, 10.0),
     memory_backlog=10_000, memory_cap_s=25.0,
     bare_cap_s=30.0, rate_per_minute=3000, rate_duration_s=15.0, startup_repeats=1,
-    judge_check_s=3.0,
+    judge_check_s=3.0, account_traces=300,
 )
 
 
@@ -223,6 +227,19 @@ async def memory_and_cost(
     return worker, cost
 
 
+async def _account(bench: Bench, sizes: Sizes) -> list[dict[str, Any]]:
+    """Replicas sharing one account of 600 requests a minute (``benchmarks/account.py``)."""
+    from benchmarks import account  # it drives the workers with the tests' own helpers
+
+    say("replicas sharing one judge account:")
+    planned = [account.Plan(replicas=n, traces=sizes.account_traces, rpm=600, latency_s=0.3,
+                            concurrency=16, headers=True, full=False)
+               for n in sizes.account_replicas]
+    runs = await account.run_plans(bench.bootstrap, planned, bench.log_dir / "account")
+    say(account_table(runs))
+    return runs
+
+
 def _git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
@@ -319,6 +336,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["memory"], results["cost"] = await memory_and_cost(
                 bench, sizes, plain, dlq, cap
             )
+        if "account" in chosen:
+            results["account"] = await _account(bench, sizes)
         if chosen & set(SPAN_SCENARIOS):
             results |= await run_spans(bench, SPAN_QUICK if args.quick else SPAN_DEFAULT,
                                        chosen, dlq, say)
