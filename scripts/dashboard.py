@@ -22,6 +22,7 @@ from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
     DataSourceRef,
+    DynamicConfigValue,
     Threshold,
     ThresholdsMode,
     VariableOption,
@@ -103,6 +104,13 @@ def _graph(title: str, description: str, unit: str, *queries: prometheus.Dataque
     return panel
 
 
+def _threshold_line(panel: timeseries.Panel, threshold: float) -> timeseries.Panel:
+    """``panel`` with a red line at ``threshold`` (an alert's)."""
+    return panel.thresholds(_thresholds((None, "green"), (threshold, "red"))).thresholds_style(
+        common_builders.GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.LINE)
+    )
+
+
 def _stat(title: str, description: str, unit: str, query: prometheus.Dataquery,
           thresholds: dashboard_builders.ThresholdsConfig) -> stat.Panel:
     return (
@@ -145,7 +153,7 @@ def _verdict_panels() -> list[timeseries.Panel]:
                 "{{rule}}",
             ),
         ).max(1),
-        _graph(
+        _threshold_line(_graph(
             "Error share, by rule",
             "error / all verdicts of a rule. The alert fires above 5% for groundedness (the "
             "judge could not decide); a deterministic rule's error is a bug.",
@@ -154,13 +162,7 @@ def _verdict_panels() -> list[timeseries.Panel]:
                 f"sum by (rule) ({errors}) / sum by (rule) ({_rate(verdicts)})",
                 "{{rule}}",
             ),
-        )
-        .thresholds(_thresholds((None, "green"), (0.05, "red")))
-        .thresholds_style(
-            common_builders.GraphThresholdsStyleConfig().mode(
-                common.GraphThresholdsStyleMode.LINE
-            )
-        ),
+        ), 0.05),
     ]
 
 
@@ -213,6 +215,61 @@ def _judge_panels() -> list[timeseries.Panel | stat.Panel]:
             "currencyUSD",
             _query(f"sum({_rate('groundedness_judge_cost_usd_total')}) * 3600", "USD/h"),
         ),
+        *_account_panels(),
+    ]
+
+
+def _account_panels() -> list[timeseries.Panel]:
+    """The judge's account, which every replica shares, and how the replicas pace for it."""
+    pace = _select("groundedness_judge_pace_requests_per_minute")
+    calls = _rate("groundedness_judge_calls_total")
+    limited = _rate("groundedness_judge_rate_limited_total")
+    return [
+        _graph(
+            "Judge account: requests and tokens left",
+            "What the judge account has left, as the latest x-ratelimit-remaining-requests / "
+            "-tokens headers said (groundedness_judge_account_remaining). The account is "
+            "shared by every replica, so this is the highest any replica saw, not a sum; a "
+            "replica that never saw the headers reports 0, and an endpoint that sends none "
+            "(vLLM, many gateways) shows 0 throughout. Pacing keeps it about half full: near "
+            "0 the replicas together, or another user of the account, spend it faster than "
+            "it refills (see 429s by code).",
+            "short",
+            _query(
+                f"max by (budget) ({_select('groundedness_judge_account_remaining')})",
+                "{{budget}} left",
+            ),
+            width=8,
+        ),
+        _graph(
+            "Pace per replica and the fleet's",
+            "Judge calls per minute each replica lets out, steered by the account's headers "
+            "and its 429s (groundedness_judge_pace_requests_per_minute; 0: not paced, only "
+            "JUDGE_REQUESTS_PER_MINUTE / JUDGE_TOKENS_PER_MINUTE hold it). The fleet's is "
+            "their sum, of the paced ones: it settles near the account's refill. A fleet "
+            "pace well under the account's limit with lag growing means another user takes "
+            "the account's budget, or the account's tier is too small for the traffic.",
+            "short",
+            _query(f"sum by (instance) ({pace})", "{{instance}}"),
+            _query(f"sum({pace})", "fleet", "B"),
+            width=8,
+        ),
+        _threshold_line(_graph(
+            "429s by code, share of judge calls",
+            "Judge calls answered 429, by the error's code, over every call sent, probes "
+            "included (groundedness_judge_rate_limited_total / groundedness_judge_calls_total). "
+            "rate_limit_exceeded: the account's rate, each one slows the replica that met it; "
+            "the alert fires above 1% for 10 minutes: the replicas together exceed the limit "
+            "despite pacing (check the JUDGE_*_PER_MINUTE ceilings, other users of the "
+            "account, or raise its tier). insufficient_quota: out of credit, the workers hold "
+            "until it is topped up. none: a 429 without a code (a gateway's).",
+            "percentunit",
+            _query(
+                f"sum by (code) ({limited}) / ignoring(code) group_left sum({calls})",
+                "{{code}}",
+            ),
+            width=8,
+        ), 0.01),
     ]
 
 
@@ -249,7 +306,36 @@ def _input_panels() -> list[timeseries.Panel | stat.Panel]:
             ),
             _thresholds((None, "green"), (1, "red")),
         ),
+        _progress_panel(),
     ]
+
+
+def _progress_panel() -> timeseries.Panel:
+    """What a hand-over redoes, and the commit progress that keeps it small."""
+    redone = _rate("groundedness_records_redone_total")
+    size = _rate("groundedness_commit_metadata_bytes_bucket")
+    overflow = _rate("groundedness_commit_metadata_overflow_total")
+    return _graph(
+        "Records redone after a hand-over, and the commit's progress size",
+        "Records met again after a partition changed hands or a worker restarted "
+        "(groundedness_records_redone_total): skipped_done were finished by the previous "
+        "owner and are skipped; reread are judged again (paid calls). Bursts at deploys and "
+        "rebalances are expected; a steady reread rate means hand-overs keep happening: look "
+        "for restarts (OOM kills, failing probes) and rebalances. Right axis: p95 size of the "
+        "progress each commit carries in its metadata (groundedness_commit_metadata_bytes; at "
+        "most 4,000 bytes): the records unfinished above the committed offset and, with span "
+        "input, the finished traces with spans among them. Commits left out did not fit "
+        "(groundedness_commit_metadata_overflow_total): nothing is lost, the partition's last "
+        "commit stands, but the next hand-over redoes more.",
+        "short",
+        _query(f"sum by (reason) ({redone})", "redone {{reason}}"),
+        _query(f"histogram_quantile(0.95, sum by (le) ({size}))", "progress p95", "B"),
+        _query(f"sum({overflow})", "commits left out", "C"),
+        width=24,
+    ).override_by_query("B", [
+        DynamicConfigValue(id_val="unit", value="bytes"),
+        DynamicConfigValue(id_val="custom.axisPlacement", value="right"),
+    ])
 
 
 def _span_panels() -> list[timeseries.Panel]:
@@ -257,15 +343,19 @@ def _span_panels() -> list[timeseries.Panel]:
         _graph(
             "Open traces",
             "Traces being assembled from spans (groundedness_open_traces; TRACES_FORMAT "
-            "otlp_proto / otlp_json only). Fetching pauses at MAX_OPEN_TRACES.",
+            "otlp_proto / otlp_json only). At MAX_OPEN_TRACES the oldest closes with what it "
+            "has (closed_by capacity).",
             "short",
             _query(f"sum({_select('groundedness_open_traces')})", "open traces"),
         ),
         _graph(
-            "Traces closed per second: quiet or max wait",
+            "Traces closed per second: quiet, max wait or capacity",
             "quiet: the root arrived, then no span for TRACE_QUIET_SECONDS. A steady "
             "max_wait share means roots that never arrive: traces split over partitions, or "
-            "a root span the application does not export (groundedness_traces_closed_total).",
+            "a root span the application does not export. capacity: MAX_OPEN_TRACES (or "
+            "about 256 MiB of spans) was reached and the oldest trace was judged with the "
+            "spans it had: raise MAX_OPEN_TRACES or the memory limit, or add replicas "
+            "(groundedness_traces_closed_total).",
             "short",
             _query(
                 f"sum by (closed_by) ({_rate('groundedness_traces_closed_total')})",

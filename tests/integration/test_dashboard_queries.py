@@ -3,12 +3,15 @@ real worker's metrics: each returns series, with the labels its panel or alert r
 
 A real worker (``groundedness run``, with ``RULES=groundedness,missing_citation`` and judge
 prices) judges a stream on the real broker with the fake judge over HTTP; the stream has passing
-and failing answers, a judge error, an empty output (skipped) and a record that is not JSON
-(dead-lettered). A real Prometheus (``make prometheus``, the module promtool is built from)
-scrapes its ``/metrics`` every second as the chart's ServiceMonitor would: job
-``gw-groundedness-worker``, namespace ``evals``. The span input's series (open traces, traces
-closed by quiet or max wait) exist at 0 from the start on a ``trace_json`` worker
-(``consumer.ops.metrics``), so its panels are checked on this worker too.
+and failing answers, a judge error, an answer whose first call meets a 429
+``rate_limit_exceeded``, an empty output (skipped) and a record that is not JSON
+(dead-lettered). The judge sends an account's ``x-ratelimit-*`` headers on every response, as
+OpenAI does, so the worker paces by them and reports what the account has left. A real
+Prometheus (``make prometheus``, the module promtool is built from) scrapes its ``/metrics``
+every second as the chart's ServiceMonitor would: job ``gw-groundedness-worker``, namespace
+``evals``. The span input's series (open traces, traces closed by quiet, max wait or capacity)
+and the hand-over's (records redone) exist at 0 from the start on a ``trace_json`` worker
+(``consumer.ops.metrics``), so their panels are checked on this worker too.
 
 What is checked, and how:
 
@@ -36,7 +39,12 @@ each ``rate(...[...])`` or ``increase(...[...])`` replaced by its counter (exact
 starts from 0, and no window edge extrapolates): the verdicts by rule and verdict are the
 verdicts topic's tally; the pass rate of each rule is the topic's pass share; the latency
 quantiles are finite and above 0; the cost is above 0; there is a dead letter and an
-``empty_output`` skip. A worker that judged nothing, or stopped counting, fails.
+``empty_output`` skip; the account's requests and tokens left are the judge's headers; each
+replica's pace is above 0 and at most the account's limit, and the fleet's is their sum; the
+429 share by code is 1 over the judge calls for ``rate_limit_exceeded`` and 0 for the other
+codes, the calls being every request the judge received; one worker on a fresh group redoes no
+record, and its commits' progress has a size above 0 and never overflows. A worker that judged
+nothing, or stopped counting, fails.
 
 That the check fails on a renamed metric is shown in the same run: for every metric the
 queries name, a copy of the queries with that one metric renamed must fail exactly the queries
@@ -72,6 +80,19 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 3
 DOCS = [{"id": "kb-1", "content": "Refunds are prorated to the day of cancellation."}]
 PRICES = {"JUDGE_PRICE_INPUT_PER_MILLION": "0.15", "JUDGE_PRICE_OUTPUT_PER_MILLION": "0.60"}
+# The judge account, as the headers of every response say it: plenty left, so the pace stays
+# near the account's refill and the test is not slowed.
+REQUESTS_LIMIT, REQUESTS_LEFT = 6000, 5400
+TOKENS_LIMIT, TOKENS_LEFT = 2_000_000, 1_900_000
+ACCOUNT_HEADERS = {
+    "x-ratelimit-limit-requests": str(REQUESTS_LIMIT),
+    "x-ratelimit-remaining-requests": str(REQUESTS_LEFT),
+    "x-ratelimit-reset-requests": "6s",
+    "x-ratelimit-limit-tokens": str(TOKENS_LIMIT),
+    "x-ratelimit-remaining-tokens": str(TOKENS_LEFT),
+    "x-ratelimit-reset-tokens": "3s",
+}
+RATE_LIMIT_CODES = ("rate_limit_exceeded", "insufficient_quota", "none")
 # Grafana's own variables, as a dashboard over the last hour with a 15 s scrape would have
 # them; 1m also spans the whole test, so a rate sees every verdict.
 GRAFANA_VARIABLES = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h"}
@@ -248,8 +269,9 @@ async def values_by(prometheus: Prometheus, expr: str, *labels: str) -> dict[tup
 
 
 async def stream_problems(prometheus: Prometheus, checks: list[Check],
-                          verdicts: list[dict[str, Any]]) -> dict[str, object]:
-    """Where the panels disagree with what the stream fixes (``verdicts``: the topic's)."""
+                          verdicts: list[dict[str, Any]], judge_calls: int) -> dict[str, object]:
+    """Where the panels disagree with what the stream fixes (``verdicts``: the topic's;
+    ``judge_calls``: the requests the judge received)."""
     found: dict[str, object] = {}
     tally = Counter((v["rule"], v["verdict"]) for v in verdicts)
     counted = await values_by(prometheus, panel(checks, "Verdicts per second, by rule and verdict"),
@@ -276,6 +298,52 @@ async def stream_problems(prometheus: Prometheus, checks: list[Check],
         got = await values_by(prometheus, panel(checks, title), *labels)
         if not got.get(key, 0) >= least:
             found[title] = got
+    found |= await account_problems(prometheus, checks, judge_calls)
+    found |= await progress_problems(prometheus, checks)
+    return found
+
+
+async def account_problems(prometheus: Prometheus, checks: list[Check],
+                           judge_calls: int) -> dict[str, object]:
+    """Where the judge account's panels disagree with the judge's headers and its 429."""
+    found: dict[str, object] = {}
+    left = await values_by(prometheus, panel(checks, "Judge account: requests and tokens left"),
+                           "budget")
+    if left != {("requests",): REQUESTS_LEFT, ("tokens",): TOKENS_LEFT}:
+        found["account left"] = left
+    title = "Pace per replica and the fleet's"
+    paces = await values_by(prometheus, panel(checks, title), "instance")
+    fleet = await values_by(prometheus, panel(checks, title, "B"))
+    paced = len(paces) == 1 and all(0 < pace <= REQUESTS_LIMIT for pace in paces.values())
+    if not paced or list(fleet.values()) != [sum(paces.values())]:
+        found["pace"] = (paces, fleet)
+    job = f'job="{FULLNAME}"'
+    calls = await values_by(prometheus, f"sum(groundedness_judge_calls_total{{{job}}})")
+    if calls != {(): judge_calls}:
+        found["judge calls"] = (calls, judge_calls)
+    shares = await values_by(prometheus, panel(checks, "429s by code, share of judge calls"),
+                             "code")
+    expected = {(code,): (1 / judge_calls if code == "rate_limit_exceeded" else 0.0)
+                for code in RATE_LIMIT_CODES}
+    if shares.keys() != expected.keys() or any(
+            not math.isclose(shares[code], share) for code, share in expected.items()):
+        found["429 share by code"] = (shares, expected)
+    return found
+
+
+async def progress_problems(prometheus: Prometheus, checks: list[Check]) -> dict[str, object]:
+    """Where the progress panel disagrees with one worker on a fresh group: nothing redone,
+    its commits' progress above 0 bytes, none left out."""
+    found: dict[str, object] = {}
+    title = "Records redone after a hand-over, and the commit's progress size"
+    redone = await values_by(prometheus, panel(checks, title), "reason")
+    if redone != {("skipped_done",): 0, ("reread",): 0}:
+        found["records redone"] = redone
+    size = await values_by(prometheus, panel(checks, title, "B"))
+    if not size or not all(math.isfinite(v) and v > 0 for v in size.values()):
+        found["commit progress size"] = size
+    if (overflow := await values_by(prometheus, panel(checks, title, "C"))) != {(): 0}:
+        found["commit progress overflow"] = overflow
     return found
 
 
@@ -287,6 +355,8 @@ def stream() -> tuple[list[bytes | None], set[str]]:
     judged = {f"dash-pass-{n}": f"Prorated [1]. [[score=5]] ({n})" for n in range(6)}
     judged |= {f"dash-fail-{n}": f"Never refunded. [[score=1]] ({n})" for n in range(4)}
     judged["dash-error"] = "Too long for the judge. [[context_length]]"
+    # Its first call is refused for the account's rate (429 rate_limit_exceeded), then judged.
+    judged["dash-429"] = "Prorated [1]. [[fail=1 status=429 retry_after=0]] [[score=5]]"
     values: list[bytes | None] = [trace(trace_id, text, retrieved_documents=DOCS)
                                   for trace_id, text in judged.items()]
     values.append(trace("dash-empty", "", retrieved_documents=DOCS))  # skipped: empty_output
@@ -306,7 +376,8 @@ async def test_every_dashboard_query_and_alert_returns_labelled_series_from_a_re
     kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
     http: httpx2.AsyncClient, helm: Helm,
 ) -> None:
-    _, server = fake_judge
+    judge, server = fake_judge
+    judge.account_headers = ACCOUNT_HEADERS
     board = yaml.safe_load(DASHBOARD_PATH.read_text(encoding="utf-8"))
     checks = dashboard_checks(board) + alert_checks(chart_alerts(helm))
     topics = Topics.fresh("dashboard")
@@ -340,7 +411,7 @@ async def test_every_dashboard_query_and_alert_returns_labelled_series_from_a_re
             total = sum((await values_by(prometheus, panel(
                 checks, "Verdicts per second, by rule and verdict"), "rule", "verdict")).values())
             assert await out.wait_for_count(int(total), timeout_s=30), "counted, not published"
-            assert await stream_problems(prometheus, checks, out.verdicts) == {}
+            assert await stream_problems(prometheus, checks, out.verdicts, judge.count()) == {}
 
             # The same checks with one metric renamed fail exactly the queries naming it.
             metrics = sorted({m for check in checks for m in METRIC.findall(check.expr)})

@@ -30,8 +30,8 @@ Knobs for every request, settable while serving (plain attribute stores are atom
 ``PARAM_REJECTIONS``), ``fail_every_nth = (n, status)`` (every n-th scoring request fails) and
 ``reasoning_tokens`` (a reasoning model: it spends that many completion tokens thinking, so a
 budget, ``max_completion_tokens`` or ``max_tokens``, not above it gets an empty answer with
-``finish_reason: length``, as OpenAI's reasoning models do) and ``answer_headers`` (sent on
-every reply: the rate-limit headers of an account).
+``finish_reason: length``, as OpenAI's reasoning models do) and ``account_headers`` (headers
+on every reply, errors included: an account's ``x-ratelimit-*``, as OpenAI sends them).
 Every request is recorded.
 """
 
@@ -133,7 +133,7 @@ class ScriptedJudge:
         self.refused_params: frozenset[str] = frozenset()
         self.fail_every_nth: tuple[int, int] | None = None
         self.reasoning_tokens: int | None = None
-        self.answer_headers: dict[str, str] = {}  # sent on every answer (rate-limit headers)
+        self.account_headers: dict[str, str] = {}
         self._lock = threading.Lock()
         self._calls: list[Call] = []
         self._attempts: Counter[str] = Counter()
@@ -152,7 +152,7 @@ class ScriptedJudge:
             self._calls.append(call)
         extra_s = float(markers(answer).get("delay") or 0) if answer != PROBE else 0.0
         delay_s = reply.delay_s + self.latency_s + extra_s
-        headers = {**self.answer_headers, **reply.headers}
+        headers = {**self.account_headers, **reply.headers}
         return Reply(reply.status, reply.body, headers, delay_s, reply.hang)
 
     def _decide(self, request: dict[str, Any], answer: str, format_type: str | None) -> Reply:

@@ -178,6 +178,11 @@ def test_alert_fires_when_it_should_and_stays_quiet_otherwise(
         # After 1 minute the 1-minute outage the tests expect quiet fires.
         ({"judgeDown": {"for": "1m"}}, "judge_down.yaml", "GroundednessJudgeDown"),
         ({"consumerLagGrowing": {"threshold": 5000}}, "consumer_lag_growing.yaml", None),
+        # At 0.4% the 0.5% case fires; after 3 minutes, the 5-minute burst does.
+        ({"judgeRateLimited": {"threshold": 0.004}}, "judge_rate_limited.yaml",
+         "GroundednessJudgeRateLimited"),
+        ({"judgeRateLimited": {"for": "3m"}}, "judge_rate_limited.yaml",
+         "GroundednessJudgeRateLimited"),
     ],
 )
 def test_thresholds_are_the_values(
@@ -228,6 +233,7 @@ def test_a_custom_series_selector_replaces_the_release_one(tools: Tools) -> None
     [
         # A percentage where a share is meant would make the alert never fire.
         ({"judgeErrors": {"threshold": 5}}, "threshold"),
+        ({"judgeRateLimited": {"threshold": 1}}, "threshold"),
         ({"judgeDown": {"for": "5 minutes"}}, "for"),
         ({"deadLetters": {"windw": "1h"}}, "windw"),
     ],

@@ -37,6 +37,13 @@ REQUIRED = {
     "groundedness_skipped_total",
     "groundedness_open_traces",
     "groundedness_traces_closed_total",
+    "groundedness_judge_account_remaining",
+    "groundedness_judge_pace_requests_per_minute",
+    "groundedness_judge_rate_limited_total",
+    "groundedness_judge_calls_total",
+    "groundedness_records_redone_total",
+    "groundedness_commit_metadata_bytes_bucket",
+    "groundedness_commit_metadata_overflow_total",
 }
 
 

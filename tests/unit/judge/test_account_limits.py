@@ -78,7 +78,7 @@ async def test_the_headers_of_every_answer_set_the_pace_and_the_metrics(
     headers = {"x-ratelimit-limit-requests": "1200", "x-ratelimit-remaining-requests": "1100",
                "x-ratelimit-reset-requests": "5s", "x-ratelimit-limit-tokens": "200000",
                "x-ratelimit-remaining-tokens": "150000", "x-ratelimit-reset-tokens": "15s"}
-    calls.answer_headers = headers
+    calls.account_headers = headers
     try:
         result = await asyncio.wait_for(judge.judge(request_for("an answer")), 10)
     finally:
