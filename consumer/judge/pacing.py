@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from consumer.judge.account import AccountState
 
-SETPOINT = 0.5  # the share of the account's budget the pacing keeps left
+SETPOINT = 0.1  # the share of the account's budget the pacing keeps left
 GAIN = 1.0  # how hard the bucket's distance from the setpoint moves the target
 STEP_S = 2.0  # the pace changes at most this often: the slope is measured over it
 MAX_STEP = (0.5, 1.5)  # the most one step scales the pace down or up
@@ -100,9 +100,9 @@ class Pacer:
         self._refill = account.requests.limit / 60
         if self.rate is None:
             self.rate = self._refill  # one replica alone could use all of it
+        if self._step is None:  # the first headers: the slope is measured from here
             self._step = (now, left)
             return
-        assert self._step is not None  # noqa: S101 - set with the first rate
         since, was = self._step
         if now - since < STEP_S:
             return

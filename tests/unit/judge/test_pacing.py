@@ -16,9 +16,9 @@ from consumer.judge.pacing import Pacer
 class Account:
     """OpenAI's request budget: a bucket of ``limit`` refilled at ``limit`` per minute."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, full: bool = True) -> None:
         self.limit = limit
-        self.level = float(limit)
+        self.level = float(limit) if full else 0.0
         self.at = 0.0
         self.admitted: list[float] = []
         self.refused = 0
@@ -58,10 +58,11 @@ class Event:
 
 def simulate(replicas: int, limit: int = 600, seconds: float = 240.0, latency_s: float = 0.3,
              slots: int = 16, headers: bool = True, joins: dict[int, float] | None = None,
-             ) -> tuple[Account, list[Replica]]:
-    """Run the replicas against one account; ``joins``: replica -> when it starts."""
+             full: bool = True) -> tuple[Account, list[Replica]]:
+    """Run the replicas against one account (``full``: as an idle one starts; else kept
+    empty by others until now); ``joins``: replica -> when it starts."""
     now = [0.0]
-    account = Account(limit)
+    account = Account(limit, full)
     fleet = [Replica(Pacer(clock=lambda: now[0]), slots) for _ in range(replicas)]
     events: list[Event] = []
     order = 0
@@ -112,9 +113,10 @@ def utilisation(account: Account, start_s: float, end_s: float) -> float:
     return admitted / ((end_s - start_s) * account.limit / 60)
 
 
+@pytest.mark.parametrize("full", [True, False], ids=["idle-account", "empty-account"])
 @pytest.mark.parametrize("replicas", [1, 3, 4])
-def test_replicas_pacing_alone_use_the_account_and_meet_no_429s(replicas: int) -> None:
-    account, fleet = simulate(replicas)
+def test_replicas_pacing_alone_use_the_account_and_meet_no_429s(replicas: int, full: bool) -> None:
+    account, fleet = simulate(replicas, full=full)
     calls = sum(replica.calls for replica in fleet)
     assert account.refused / calls <= 0.01, (account.refused, calls)
     assert utilisation(account, 60.0, 240.0) >= 0.95
