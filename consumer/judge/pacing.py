@@ -32,6 +32,7 @@ from collections.abc import Callable
 from consumer.judge.account import AccountState
 
 SETPOINT = 0.1  # the share of the account's budget the pacing keeps left
+FIRST_SHARE = 0.25  # the least first pace, as a share of the refill (an account found empty)
 GAIN = 1.0  # how hard the bucket's distance from the setpoint moves the target
 STEP_S = 2.0  # the pace changes at most this often: the slope is measured over it
 MAX_STEP = (0.5, 1.5)  # the most one step scales the pace down or up
@@ -99,7 +100,10 @@ class Pacer:
         now, left = self._clock(), account.left
         self._refill = account.requests.limit / 60
         if self.rate is None:
-            self.rate = self._refill  # one replica alone could use all of it
+            # All of it, were this replica alone; as much less as the bucket is emptier than
+            # twice the setpoint, when others are already drawing on it (a replica joining
+            # a busy account must not start at the whole refill).
+            self.rate = self._refill * min(1.0, max(FIRST_SHARE, left / (2 * SETPOINT)))
         if self._step is None:  # the first headers: the slope is measured from here
             self._step = (now, left)
             return

@@ -23,17 +23,18 @@ class Account:
         self.admitted: list[float] = []
         self.refused = 0
 
-    def call(self, now: float) -> AccountState | None:
-        """The state a response carries, or None for a 429."""
+    def call(self, now: float) -> tuple[bool, AccountState]:
+        """Admitted or not (a 429), and the state the response's headers carry."""
         self.level = min(self.limit, self.level + (now - self.at) * self.limit / 60)
         self.at = now
-        if self.level < 1:
+        admitted = self.level >= 1
+        if admitted:
+            self.level -= 1
+            self.admitted.append(now)
+        else:
             self.refused += 1
-            return None
-        self.level -= 1
-        self.admitted.append(now)
         reset_s = (self.limit - self.level) * 60 / self.limit
-        return AccountState(Budget(self.limit, int(self.level), reset_s), None)
+        return admitted, AccountState(Budget(self.limit, int(self.level), reset_s), None)
 
 
 @dataclass
@@ -95,8 +96,9 @@ def simulate(replicas: int, limit: int = 600, seconds: float = 240.0, latency_s:
         while replica.waiting and (wait_s := replica.pacer.release_in_s()) == 0:
             replica.waiting -= 1
             replica.calls += 1
-            state = account.call(event.at)
-            if state is None:  # a 429, answered at once; the trace waits its Retry-After
+            admitted, state = account.call(event.at)
+            if not admitted:  # a 429, answered at once; the trace waits its Retry-After
+                replica.pacer.observe(state if headers else None)  # its headers, first
                 replica.pacer.rate_limited()
                 push(event.at + 0.15, event.replica, "ask")
             else:
