@@ -72,7 +72,7 @@ class Sizes:
     startup_repeats: int
     judge_check_s: float
     account_traces: int = 1200  # at 600/min, a steady part of over a minute
-    account_replicas: tuple[int, ...] = (1, 3)
+    account_replicas: tuple[int, ...] = (1, 3, 4)
     latency_s: float = 0.5
     target_concurrency: int = 64
     hang_timeout_s: float = 10.0
