@@ -33,7 +33,7 @@ kafka-stop:
 helm:
 	@scripts/install-helm
 
-# promtool checks and unit-tests the chart's alert rules (tests/unit/test_alert_rules.py).
+# promtool checks and unit-tests the chart's alert rules (tests/deploy/test_alert_rules.py).
 promtool:
 	@scripts/install-promtool
 

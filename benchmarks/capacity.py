@@ -11,10 +11,10 @@ from typing import Any
 from benchmarks.kafka import OffsetWatch, traces
 from benchmarks.scenarios import FIRST_VERDICT_TIMEOUT_S
 from benchmarks.systems import BARE, Bench, RunSpec, start_judge, start_system
+from consumer.inputs.trace_json import decode_trace
 from consumer.judge.client import build_judge
 from consumer.judge.prompt import Limits, build_request
 from consumer.judge.result import TraceFailed
-from consumer.stream.decode import decode_trace
 
 
 async def drain_backlog(

@@ -32,17 +32,17 @@ from collections import deque
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from consumer.evaluate import Evaluator
+from consumer.inputs.otlp.decode import decode_otlp
 from consumer.judge.client import build_judge
 from consumer.judge.prompt import Limits
+from consumer.kafka.clients import new_consumer, new_producer
 from consumer.ops.collector import tune_collector
+from consumer.pipeline.delivery.sink import KafkaVerdictSink, OutcomeTopics
+from consumer.pipeline.pipeline import PipelineConfig
+from consumer.rules.groundedness.evaluator import Evaluator
 from consumer.settings import Settings, load_settings
-from consumer.stream.clients import new_consumer, new_producer
-from consumer.stream.pipeline import PipelineConfig
-from consumer.stream.sink import KafkaVerdictSink, OutcomeTopics
 from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.otlp import DecodedRecord, decode_otlp
-from consumer.telemetry.spans import Span
+from consumer.telemetry.spans import DecodedRecord, Span
 
 COMMIT_INTERVAL_S = PipelineConfig(max_in_flight=1).commit_interval_s  # the worker's default
 DECODE_FIGURE = "decode_ms_in_loop"  # printed at the stop: decoding's CPU ms a record here

@@ -28,8 +28,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from benchmarks.procs import cpu_ms_per_item
 from benchmarks.span_records import dense_records, records
+from consumer.inputs.otlp.decode import decode_otlp
 from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.otlp import decode_otlp
 from consumer.telemetry.spans import Span
 
 Figures = dict[str, dict[str, float]]

@@ -14,8 +14,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from consumer.commands.sample import sample_traces
-from consumer.stream.aiokafka_compat import load_topic
+from consumer.kafka.compat import load_topic
+from consumer.load_sample import sample_traces
 
 HANG_MARKER = " [[hang]]"
 

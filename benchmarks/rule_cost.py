@@ -20,9 +20,9 @@ import time
 from collections.abc import Sequence
 from statistics import median
 
+from consumer.evaluation.labelled_rules import read_rules_sample
 from consumer.jsonl import read_labelled
 from consumer.rules.base import DeterministicRule
-from consumer.rules.labelled import read_rules_sample
 from consumer.rules.registry import REGISTRY, RuleOptions
 from schemas.trace import TraceEvent
 

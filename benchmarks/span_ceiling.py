@@ -29,14 +29,14 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from benchmarks.procs import cpu_ms_per_item
 from benchmarks.systems import Bench, start_judge
-from consumer.evaluate import Evaluator
+from consumer.inputs.otlp.decode import decode_otlp
 from consumer.judge.client import build_judge
 from consumer.judge.prompt import Limits
+from consumer.kafka.clients import new_producer
+from consumer.pipeline.delivery.sink import KafkaVerdictSink, OutcomeTopics
+from consumer.rules.groundedness.evaluator import Evaluator
 from consumer.settings import load_settings
-from consumer.stream.clients import new_producer
-from consumer.stream.sink import KafkaVerdictSink, OutcomeTopics
 from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.otlp import decode_otlp
 from consumer.telemetry.spans import Span
 from schemas.verdict import VerdictEvent
 

@@ -13,12 +13,12 @@ from typing import Any
 
 from rich.console import Console
 
-from consumer.commands.progress import interactive
-from consumer.commands.replay_summary import DEFAULT_PRICE_PER_MILLION_TOKENS
+from consumer.cost.pricing import DEFAULT_PRICE_PER_MILLION_TOKENS
 from consumer.errors import ConfigError
 from consumer.jsonl import decode_text, read_text
 from consumer.ops.collector import tune_collector
 from consumer.ops.logs import configure_logging
+from consumer.ops.progress import interactive
 from consumer.settings import Settings, load_settings
 
 EXIT_CONFIG = 2
@@ -162,7 +162,7 @@ def _positive(text: str) -> int:
 
 
 def _load_sample(args: argparse.Namespace) -> int:
-    from consumer.commands.sample import load_sample
+    from consumer.load_sample import load_sample
 
     settings = load_settings(require_threshold=False, kafka=True)
     configure_logging(settings.log_level, settings.log_format, settings.secrets())
@@ -172,8 +172,9 @@ def _load_sample(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from consumer.commands.replay import ReplayRequest, parse_instant, replay
-    from consumer.commands.replay_summary import summary_table
+    from consumer.replay.command import replay
+    from consumer.replay.passes import ReplayRequest, parse_instant
+    from consumer.replay.summary import summary_table
 
     start = parse_instant(args.start, "--from")
     end = parse_instant(args.end, "--to") if args.end is not None else None
@@ -198,7 +199,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from consumer.commands.offline import check
+    from consumer.evaluation.offline import check
 
     settings = _settings()
     try:
@@ -211,9 +212,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from consumer.commands.benchmark_sets import BENCHMARKS
-    from consumer.commands.eval_report import benchmark_table, eval_table, plot_scores
-    from consumer.commands.offline import evaluate_dataset, read_dataset, sniff_dataset_format
+    from consumer.evaluation.benchmarks.sets import BENCHMARKS
+    from consumer.evaluation.offline import evaluate_dataset, read_dataset, sniff_dataset_format
+    from consumer.evaluation.report import benchmark_table, eval_table, plot_scores
 
     dataset_format = args.dataset_format or sniff_dataset_format(args.dataset)
     if dataset_format == "rules":
@@ -234,8 +235,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _eval_rules(args: argparse.Namespace) -> int:
-    from consumer.commands.eval_report import rules_tables
-    from consumer.commands.rule_eval import evaluate_rules, read_rule_dataset
+    from consumer.evaluation.report import rules_tables
+    from consumer.evaluation.rule_eval import evaluate_rules, read_rule_dataset
 
     if args.plot is not None:
         raise ConfigError("--plot draws the judge's scores: not with --format rules")

@@ -12,7 +12,7 @@ must never swallow an outage. A ``JudgeError`` stays inside the judge (the answe
 it); what leaves the judge is a value, ``judge.result.TraceFailed``, never the exception.
 
 Foreign exceptions are mapped into this tree in one place per library: openai and httpx in
-``consumer/judge/failures.py``, aiokafka in ``consumer/stream/kafka_errors.py``.
+``consumer/judge/failures.py``, aiokafka in ``consumer/kafka/errors.py``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from consumer.cost.trace_filter import SETTING as FILTER_SETTING
 from consumer.cost.trace_filter import TraceFilter, compile_filter
 from consumer.errors import ConfigError
-from consumer.judge.shape import minimum_request_tokens
+from consumer.judge.request_shape import minimum_request_tokens
 from consumer.rules.missing_citation import compile_citation_pattern
 from consumer.rules.registry import GROUNDEDNESS, parse_rules
 
@@ -92,7 +92,8 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
     drain_timeout_seconds: float = Field(default=45.0, gt=0)
-    # Verdicts as OTel gen_ai.evaluation.result events (consumer/events): none or otlp, to the
+    # Verdicts as OTel gen_ai.evaluation.result events (consumer/pipeline/delivery/events): none
+    # or otlp, to the
     # endpoint of the standard OTEL_EXPORTER_OTLP_* variables, which the OTel SDK reads itself.
     verdict_events: Literal["none", "otlp"] = "none"
     # Read here only to be redacted: the SDK reads them itself, and logs a part it cannot

@@ -19,37 +19,36 @@ import structlog
 from consumer.cost.judge_cache import JudgeCache
 from consumer.cost.pricing import Prices
 from consumer.errors import ConfigError
-from consumer.evaluate import Evaluator
 from consumer.judge.client import OpenAIJudge, build_judge
 from consumer.judge.prompt import Limits
 from consumer.judge.result import Judge
-from consumer.ops import metrics
-from consumer.rules.base import DeterministicRule, JudgedRule
-from consumer.rules.groundedness import Groundedness
-from consumer.rules.registry import GROUNDEDNESS, RuleOptions, build_rules
-from consumer.rules.rule_set import RuleSet
-from consumer.settings import Settings
-from consumer.stream import aiokafka_compat
-from consumer.stream.clients import (
+from consumer.kafka import compat as aiokafka_compat
+from consumer.kafka.auth.oauth import CachedTokenProvider, OAuthTokenRefused
+from consumer.kafka.clients import (
     REVOKE_TIMEOUT_S,
     Startable,
     new_consumer,
     new_producer,
     start_client,
 )
-from consumer.stream.kafka_errors import Refuse, map_kafka_error
-from consumer.stream.oauth import CachedTokenProvider, OAuthTokenRefused
-from consumer.stream.partitions import Partition
-from consumer.stream.pipeline import Commit, PipelineConfig
-from consumer.stream.progress import Commitment, Progress, decode
-from consumer.stream.sink import KafkaVerdictSink, OutcomeTopics, VerdictSink
-from consumer.stream.transactional import TransactionalSink
+from consumer.kafka.errors import Refuse, map_kafka_error
+from consumer.kafka.partitions import Partition
+from consumer.ops import metrics
+from consumer.pipeline.delivery.sink import KafkaVerdictSink, OutcomeTopics, VerdictSink
+from consumer.pipeline.delivery.transactional import TransactionalSink
+from consumer.pipeline.pipeline import Commit, PipelineConfig
+from consumer.pipeline.progress import Commitment, Progress, decode
+from consumer.rules.base import DeterministicRule, JudgedRule
+from consumer.rules.groundedness.evaluator import Evaluator
+from consumer.rules.groundedness.rule import Groundedness
+from consumer.rules.registry import GROUNDEDNESS, RuleOptions, build_rules
+from consumer.rules.rule_set import RuleSet
+from consumer.settings import Settings
 from consumer.telemetry.assembly import AssemblyLimits
 
 if TYPE_CHECKING:  # the classes only: their constructors are in stream/clients.py
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    from consumer.events.sink import Emitter, VerdictEvents
+    from consumer.kafka.types import AIOKafkaConsumer, AIOKafkaProducer
+    from consumer.pipeline.delivery.events.sink import Emitter, VerdictEvents
 
 log = structlog.get_logger(__name__)
 
@@ -311,7 +310,9 @@ def verdict_events(settings: Settings) -> VerdictEvents | None:
     OTel SDK's OTLP exporter, which reads the standard ``OTEL_EXPORTER_OTLP_*`` variables."""
     if settings.verdict_events == "none":
         return None
-    from consumer.events.sink import otlp_events  # the OTel SDK only for a worker that sends
+    from consumer.pipeline.delivery.events.sink import (
+        otlp_events,  # the OTel SDK only for a worker that sends
+    )
 
     return otlp_events()
 
@@ -321,7 +322,7 @@ def with_events(sink: VerdictSink, events: Emitter | None) -> VerdictSink:
     are events: acknowledged (at least once) or its transaction committed (exactly once)."""
     if events is None:
         return sink
-    from consumer.events.sink import EventingSink
+    from consumer.pipeline.delivery.events.sink import EventingSink
 
     return EventingSink(sink, events)
 

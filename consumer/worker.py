@@ -14,20 +14,20 @@ import contextlib
 from typing import TYPE_CHECKING
 
 import structlog
-from aiokafka.errors import KafkaError
 
 from consumer import wiring
-from consumer.ops.health import WorkerHealth
+from consumer.health.monitor import WorkerHealth
+from consumer.kafka import compat as aiokafka_compat
+from consumer.kafka.clients import quiet_fenced_futures
+from consumer.kafka.partitions import RebalanceHandler
+from consumer.kafka.source import subscribe
+from consumer.kafka.types import KafkaError
+from consumer.pipeline.delivery.ownership import PartitionOwnership
+from consumer.pipeline.pipeline import Pipeline
 from consumer.settings import Settings
-from consumer.stream import aiokafka_compat
-from consumer.stream.clients import quiet_fenced_futures
-from consumer.stream.ownership import PartitionOwnership
-from consumer.stream.partitions import RebalanceHandler
-from consumer.stream.pipeline import Pipeline
-from consumer.stream.source import subscribe
 
 if TYPE_CHECKING:
-    from aiokafka import AIOKafkaConsumer
+    from consumer.kafka.types import AIOKafkaConsumer
 
 log = structlog.get_logger(__name__)
 

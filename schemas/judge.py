@@ -5,7 +5,7 @@ as some serialisers do) or as a string of ASCII digits (``"4"``, as text-mode ju
 quote it). A boolean (``true`` would otherwise read as 1, a confident fail), a fraction, any
 other string and anything out of range make the answer unparseable.
 
-The texts are kept as the judge wrote them: the verdict bounds them (``consumer.verdicts``),
+The texts are kept as the judge wrote them: the verdict bounds them (``consumer.rules.verdicts``),
 after redacting known secrets from them, so that a bound never cuts a secret in two.
 """
 

@@ -8,7 +8,8 @@ ISO 8601 UTC instant.
 
 A value with no such reading in a field the worker only carries along (a boolean
 ``timestamp``, a list ``metadata``, an id of ``1e30``) is dropped by the decoder
-(``consumer.stream.decode``); in a field read to judge (a boolean or float ``trace_id``, a number
+(``consumer.inputs.trace_json``); in a field read to judge (a boolean or float ``trace_id``, a
+number
 ``output``) it refuses the trace.
 
 The rules beside groundedness read the tools (DESIGN.md, "Rules"): ``tools_available`` (names)

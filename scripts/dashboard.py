@@ -2,7 +2,7 @@
 
 ``python -m scripts.dashboard`` (``make dashboard``) writes it to the Helm chart, which ships
 it as a ConfigMap for Grafana's dashboard sidecar (``grafanaDashboard.enabled``).
-tests/unit/test_dashboard.py fails when the committed JSON differs from what this module
+tests/deploy/test_dashboard.py fails when the committed JSON differs from what this module
 builds, and when a query names a metric ``consumer.ops.metrics`` does not define.
 
 Every query selects ``{namespace=~"$namespace", job=~"$job"}``: a Prometheus without a

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
-from consumer.commands.sample import sample_traces
+from consumer.load_sample import sample_traces
 from scripts.demo_spans import VIAS, Via, emit_sample
 from scripts.kafka.broker import create_topics
 from scripts.span_transport import SpanEncoding

@@ -25,10 +25,11 @@ def kafka() -> Iterator[str]:
         cleanup()
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def default_structlog() -> Iterator[None]:
-    """Start from structlog's defaults: another test may have configured logging (a level
-    that filters info events out, a stream since closed) and left it so."""
+    """Every test starts from structlog's defaults: another may have configured logging (a
+    level that filters info events out, a stream since closed) and left it so, which made a
+    test's outcome depend on the order the files ran in."""
     saved = structlog.get_config()
     structlog.reset_defaults()
     yield

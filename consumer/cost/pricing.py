@@ -13,6 +13,14 @@ from dataclasses import dataclass
 
 from schemas.verdict import Usage
 
+# gpt-4o-mini's input price (USD per million tokens, OpenAI's list price when written), put on
+# every estimated token, answer allowance included: a rough guess, where the configured prices
+# price the prompt and the answer each at its own rate.
+DEFAULT_PRICE_PER_MILLION_TOKENS = 0.15
+# Where a dry run's prices come from: its summary's ``prices.from``.
+CONFIGURED_PRICES = "JUDGE_PRICE_*"
+FALLBACK_PRICE = "--price-per-million-tokens"
+
 PER = 1_000_000
 
 

@@ -57,7 +57,7 @@ from jmespath.functions import Functions
 from jmespath.lexer import Lexer
 from jmespath.parser import ParsedResult
 
-from consumer.verdicts import TraceOrigin
+from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import TraceEvent
 
 log = structlog.get_logger(__name__)

@@ -41,8 +41,8 @@ from consumer.judge.breaker import CircuitBreaker
 from consumer.judge.endpoint import Endpoint
 from consumer.judge.failures import Action, Failure, classify
 from consumer.judge.prompt import JudgeRequest, parse_answer
+from consumer.judge.request_shape import RequestShape
 from consumer.judge.result import Answered, JudgeResult, TraceFailed
-from consumer.judge.shape import RequestShape
 from schemas.judge import JudgeAnswer
 from schemas.verdict import Usage
 

@@ -30,7 +30,7 @@ from consumer.judge.failures import Action, Failure, classify
 from consumer.judge.pacing import Pacer
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, PROBE_MESSAGES, estimate_tokens
 from consumer.judge.ratelimit import JudgeLimiter, Spend
-from consumer.judge.shape import RequestShape, shape_for
+from consumer.judge.request_shape import RequestShape, shape_for
 from consumer.ops import metrics
 
 log = structlog.get_logger(__name__)

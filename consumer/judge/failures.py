@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import aiohttp
 import openai
 
-from consumer.judge.shape import SHAPE_PARTS
+from consumer.judge.request_shape import SHAPE_PARTS
 
 MAX_RETRY_AFTER_S = 120.0
 # How OpenAI and OpenAI-compatible servers name a parameter the model does not take.

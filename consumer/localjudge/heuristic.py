@@ -12,7 +12,7 @@ It knows words, not meaning: a claim that reuses the documents' words but negate
 reverses them (``A is more reactive than B``) looks supported. On the bundled labelled sample
 (514 Factcheck-GPT claims, raw >= 3 passes) its balanced accuracy is 0.650 (recall 0.44 on
 grounded, 0.86 on ungrounded), 0.637 held out when the pass cut is chosen on the other half;
-``scripts/heuristic-accuracy`` (``consumer.commands.heuristic_accuracy``) measures it.
+``scripts/heuristic-accuracy`` (``consumer.evaluation.heuristic_accuracy``) measures it.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ JUDGE_PACE = _gauge(
     "(0: not paced).",
 )
 
-# Progress in the commit metadata (consumer/stream/progress.py).
+# Progress in the commit metadata (consumer/pipeline/progress.py).
 RECORDS_REDONE = _counter(
     "groundedness_records_redone",
     "Records below where a partition's previous owner had read, met again after a hand-over "
@@ -160,7 +160,7 @@ def taken(how: Literal["new", "reread", "skipped_done"]) -> bool:
     return how == "reread"
 
 
-# VERDICT_EVENTS=otlp (consumer/events): best effort beside the verdict topic.
+# VERDICT_EVENTS=otlp (consumer/pipeline/delivery/events): best effort beside the verdict topic.
 VERDICT_EVENTS_DROPPED = _counter(
     "groundedness_verdict_events_dropped",
     "Verdict events (VERDICT_EVENTS=otlp) never sent: the queue was full, the OTLP export "

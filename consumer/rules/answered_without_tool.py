@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from consumer.redaction import known_secrets, redact
 from consumer.rules.base import Outcome
-from consumer.verdicts import TraceOrigin
+from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import ToolCall, TraceEvent
 
 MAX_NAMED_TOOLS = 10

@@ -7,7 +7,7 @@ Two kinds, told apart by their evaluation, because what can happen during it dif
   always gives pass (score 1) or fail (score 0) and a reason naming what was or was not found.
 - ``JudgedRule.evaluate(trace, origin, source) -> Evaluation``: async, a model call behind the
   breaker, the slots and the rate limiter; it can give ``error`` and can hold while the judge
-  is down for everyone. ``consumer.evaluate.Evaluator.evaluate`` does that work;
+  is down for everyone. ``consumer.rules.groundedness.evaluator.Evaluator.evaluate`` does that work;
   groundedness is this kind's one rule by a small adapter around it (``groundedness.py``)
   that adds a name, a version and ``applies`` (an answer, the judge's only condition).
 
@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from consumer.evaluate import Evaluation
-from consumer.verdicts import TraceOrigin
+from consumer.rules.groundedness.evaluator import Evaluation
+from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import TraceEvent
 from schemas.verdict import Source
 

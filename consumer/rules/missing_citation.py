@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from consumer.redaction import known_secrets, redact
 from consumer.rules.base import Outcome
 from consumer.rules.citations import DEFAULT_MARKERS, first_reference, references
-from consumer.rules.prose import prose
-from consumer.verdicts import TraceOrigin
+from consumer.rules.markdown_code import prose
+from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import TraceEvent
 
 MAX_QUOTED_CHARS = 80

@@ -28,12 +28,13 @@ import structlog
 
 from consumer.cost.sampling import sampled
 from consumer.cost.trace_filter import TraceFilter
-from consumer.evaluate import Evaluation, Evaluator
 from consumer.judge.result import TraceFailed
 from consumer.redaction import known_secrets
 from consumer.rules.base import DeterministicRule, JudgedRule, rule_id
-from consumer.rules.groundedness import Groundedness
-from consumer.verdicts import Context, TraceOrigin, checked, errored
+from consumer.rules.groundedness.evaluator import Evaluation, Evaluator
+from consumer.rules.groundedness.rule import Groundedness
+from consumer.rules.verdicts import Context, checked, errored
+from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import TraceEvent
 from schemas.verdict import RuleName, Source, Truncation
 

@@ -48,12 +48,11 @@ from collections import OrderedDict
 from dataclasses import astuple, dataclass
 from typing import Literal
 
-from consumer.stream.progress import trace_key
-from consumer.telemetry.kept_spans import KeptSpans
-from consumer.telemetry.otlp import DecodedRecord
+from consumer.telemetry.bounded_spans import KeptSpans
 from consumer.telemetry.recent_ids import RecentIds
 from consumer.telemetry.record_holds import RecordHolds
-from consumer.telemetry.spans import Span
+from consumer.telemetry.spans import DecodedRecord, Span
+from consumer.telemetry.trace_keys import trace_key
 
 ClosedBy = Literal["quiet", "max_wait", "capacity"]
 

@@ -42,7 +42,7 @@ from consumer.telemetry.attributes import (
     text,
     value_text,
 )
-from consumer.telemetry.mapped import ContextSource, MappedTrace, Message, ToolCall
+from consumer.telemetry.mapped_trace import ContextSource, MappedTrace, Message, ToolCall
 from consumer.telemetry.spans import Span
 from schemas.trace import Document
 

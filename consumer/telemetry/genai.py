@@ -20,7 +20,7 @@ from consumer.telemetry.attributes import (
     parts_text,
     text,
 )
-from consumer.telemetry.mapped import Message, ToolCall
+from consumer.telemetry.mapped_trace import Message, ToolCall
 from consumer.telemetry.openinference import tool_name
 from consumer.telemetry.spans import Attributes, Span, SpanEvent
 

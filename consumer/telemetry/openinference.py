@@ -31,7 +31,7 @@ from consumer.telemetry.attributes import (
     text,
     value_text,
 )
-from consumer.telemetry.mapped import Message, ToolCall
+from consumer.telemetry.mapped_trace import Message, ToolCall
 from consumer.telemetry.spans import Attributes, Span
 from schemas.trace import Document
 

@@ -1,6 +1,7 @@
 """The span as the telemetry subsystem sees it, whatever the wire format (pure).
 
-OTLP decoding (``otlp.py``) produces these; convention mapping (``conventions.py``) reads them.
+OTLP decoding (``consumer.inputs.otlp``) produces these, one ``DecodedRecord`` per record;
+convention mapping (``conventions.py``) reads them.
 Ids are lowercase hex, as OTLP JSON and every tracing UI write them; attribute values are the
 plain Python values of OTLP's ``AnyValue`` (arrays as tuples, key-value lists as dicts).
 """
@@ -43,3 +44,16 @@ class Span:
     def is_root(self) -> bool:
         """True for the trace's root span (no parent)."""
         return self.parent_span_id is None
+
+
+@dataclass(slots=True)
+class DecodedRecord:
+    """What one record carried: the kept GenAI spans, and counts of the rest."""
+
+    kept: list[Span] = field(default_factory=list)
+    dropped: int = 0  # spans not kept: no GenAI content, or unreadable (counted in both)
+    invalid: int = 0  # spans unreadable: no valid trace or span id, or a field that won't parse
+    roots_seen: set[str] = field(default_factory=set)  # traces whose root span is in this record
+    spans_per_trace: dict[str, int] = field(default_factory=dict)  # every valid span, kept or not
+    cut_values: int = 0  # attribute values cut to the bounds in ``consumer.inputs.otlp.values``
+    problem: str | None = None  # why the first unreadable span (or resource part) was left out

@@ -90,7 +90,7 @@ async def test_worker_rides_out_a_broker_restart(
     assert committed == ends
     assert not tracebacks(worker.log())
     # No busy loop while the broker is down (aiokafka's metadata retries used to spin: about
-    # 2,000 ERROR lines a second; see consumer/stream/aiokafka_compat.py).
+    # 2,000 ERROR lines a second; see consumer/kafka/compat.py).
     assert lines < 40 * (time.monotonic() - stopping), "log flood while the broker was down"
 
 

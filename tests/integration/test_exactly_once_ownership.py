@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
 from consumer.localjudge.server import JudgeServer
-from consumer.stream.pipeline import Pipeline
+from consumer.pipeline.pipeline import Pipeline
 from tests.support.fake_judge import ScriptedJudge
 from tests.support.http import wait_status
 from tests.support.ports import free_port

@@ -2,7 +2,7 @@
 
 Real worker processes (2, then 3, then 2, then 3 in the group) over a real broker. What each
 step of the rebalance path does is pinned down without a broker in
-``tests/unit/stream/test_pipeline_rebalance.py``.
+``tests/unit/pipeline/test_pipeline_rebalance.py``.
 """
 
 from __future__ import annotations

@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.batch.runner import Polling
 from consumer.cli import main
-from consumer.commands import replay_batch
 from consumer.cost.sampling import sampled
 from consumer.localjudge.batches import BatchFate
 from consumer.localjudge.server import JudgeServer
+from consumer.replay.batch import command as replay_batch
+from consumer.replay.batch.runner import Polling
+from consumer.rules.verdicts import verdict_id
 from consumer.settings import Settings
-from consumer.verdicts import verdict_id
 from tests.integration.test_replay_spans import GARBAGE, Trace, answered, indexing, rag
 from tests.integration.test_replay_spans import produce as produce_at
 from tests.support.fake_judge import ScriptedJudge

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 from consumer.judge.prompt import JudgeRequest, read_data
 from consumer.judge.result import Answered, JudgeResult
-from consumer.stream.progress import Commitment, Progress, decode
-from consumer.stream.sink import Record
+from consumer.pipeline.delivery.sink import Record
+from consumer.pipeline.progress import Commitment, Progress, decode
 from schemas.judge import JudgeAnswer
 from schemas.verdict import VerdictEvent
 

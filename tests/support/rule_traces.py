@@ -27,7 +27,7 @@ from openinference.semconv.trace import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
-from consumer.verdicts import verdict_id
+from consumer.rules.verdicts import verdict_id
 from tests.support.otel_spans import KIND, Recorder, otlp_proto, rag_trace
 
 GROUNDEDNESS, CITATION, TOOLS = "groundedness", "missing_citation", "answered_without_tool"

@@ -7,11 +7,11 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
+from consumer.pipeline.pipeline import Pipeline, PipelineConfig
+from consumer.pipeline.progress import Progress
+from consumer.rules.groundedness.evaluator import Evaluator
 from consumer.rules.rule_set import RuleSet
-from consumer.stream.pipeline import Pipeline, PipelineConfig
-from consumer.stream.progress import Progress
 from consumer.telemetry.assembly import AssemblyLimits
 from tests.support.otel_spans import Recorder, rag_trace
 from tests.support.pipeline_fakes import TP, Commits, GatedJudge, ListSink, Rec

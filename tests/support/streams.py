@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
+from consumer.kafka.compat import load_topic
 from consumer.settings import Settings, load_settings
-from consumer.stream.aiokafka_compat import load_topic
 from consumer.worker import run_worker
 from scripts.kafka import broker
 

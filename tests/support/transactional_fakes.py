@@ -12,8 +12,8 @@ from typing import Any
 from aiokafka import TopicPartition
 from aiokafka.producer.transaction_manager import TransactionState
 
-from consumer.stream.sink import OutcomeTopics
-from consumer.stream.transactional import TransactionalSink
+from consumer.pipeline.delivery.sink import OutcomeTopics
+from consumer.pipeline.delivery.transactional import TransactionalSink
 from schemas.verdict import Source, Truncation, VerdictEvent
 
 

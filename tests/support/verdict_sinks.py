@@ -4,7 +4,7 @@ for the verdict events' unit tests."""
 from __future__ import annotations
 
 from consumer.errors import PublishError
-from consumer.stream.sink import Record
+from consumer.pipeline.delivery.sink import Record
 from schemas.verdict import VerdictEvent
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from consumer.commands.offline import read_dataset, read_traces
-from consumer.commands.sample import as_trace
+from consumer.evaluation.offline import read_dataset, read_traces
 from consumer.jsonl import numbered_lines, parse_labelled, read_labelled, read_text
+from consumer.load_sample import as_trace
 
 # Characters str.splitlines breaks on that may stand raw in a JSON line: inside strings
 # (U+2028, U+2029, U+0085 are not JSON control characters), or, for CR, as whitespace between

@@ -7,7 +7,7 @@ import pytest
 from consumer.cli import main
 from consumer.errors import ConfigError
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, estimate_tokens
-from consumer.judge.shape import REASONING_ANSWER_TOKENS
+from consumer.judge.request_shape import REASONING_ANSWER_TOKENS
 from consumer.settings import load_settings
 
 COST_VARIABLES = ("SAMPLE_RATE", "TRACE_FILTER", "JUDGE_CACHE_SIZE",

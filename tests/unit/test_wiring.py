@@ -10,11 +10,11 @@ import pytest
 
 from consumer import wiring
 from consumer.errors import ConfigError
+from consumer.kafka import clients
+from consumer.pipeline.delivery.sink import KafkaVerdictSink
+from consumer.pipeline.delivery.transactional import TransactionalSink
+from consumer.pipeline.progress import Commitment
 from consumer.settings import Settings, load_settings
-from consumer.stream import clients
-from consumer.stream.progress import Commitment
-from consumer.stream.sink import KafkaVerdictSink
-from consumer.stream.transactional import TransactionalSink
 from schemas.trace import TraceEvent
 
 CONSUMER = Path(__file__).resolve().parents[2] / "consumer"
@@ -147,7 +147,7 @@ def test_only_the_command_line_imports_the_worker() -> None:
     assert importers == ["cli.py"]
 
 
-def test_only_the_stream_clients_construct_kafka_clients() -> None:
+def test_only_the_kafka_clients_construct_kafka_clients() -> None:
     """Every client gets its options (security included) and starts in one place."""
     constructors = {"AIOKafkaProducer", "AIOKafkaConsumer", "AIOKafkaAdminClient"}
     builders = set()
@@ -156,10 +156,10 @@ def test_only_the_stream_clients_construct_kafka_clients() -> None:
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                     and node.func.id in constructors):
                 builders.add(str(path.relative_to(CONSUMER)))
-    assert builders == {"stream/clients.py"}
+    assert builders == {"kafka/clients.py"}
 
 
-def test_only_the_stream_clients_call_a_kafka_clients_start() -> None:
+def test_only_the_kafka_clients_call_a_kafka_clients_start() -> None:
     """``client.start()`` is called in ``start_once`` alone, so every start (the transactional
     producers' too) tells a refused login from an unreachable broker the same way."""
     callers = set()
@@ -169,7 +169,7 @@ def test_only_the_stream_clients_call_a_kafka_clients_start() -> None:
                     and isinstance(node.value.func, ast.Attribute)
                     and node.value.func.attr == "start" and not node.value.args):
                 callers.add(str(path.relative_to(CONSUMER)))
-    assert callers - {"ops/health_server.py", "localjudge/server.py"} == {"stream/clients.py"}
+    assert callers - {"health/server.py", "localjudge/server.py"} == {"kafka/clients.py"}
 
 
 async def test_a_long_secret_quoted_by_a_rule_is_redacted_before_the_quote_is_cut() -> None:

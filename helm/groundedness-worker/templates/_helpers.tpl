@@ -228,7 +228,7 @@ render (install, upgrade, template, lint) fails early with one clear message.
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be greater than drainSeconds (%d): Kubernetes kills the pod at the end of the grace period, before the worker has finished draining and committed its offsets" $grace $drain) }}
 {{- end }}
 {{- /* With events on, after the drain the worker also stops its producer (consumer/worker.py
-PRODUCER_STOP_TIMEOUT_S, 5 s) and sends the queued events (consumer/events: 5 s, and 1 s for
+PRODUCER_STOP_TIMEOUT_S, 5 s) and sends the queued events (consumer/pipeline/delivery/events: 5 s, and 1 s for
 the export in flight): all of it before the grace period ends, or the pod is killed. */}}
 {{- $afterDrain := 11 }}
 {{- if and (eq (toString .Values.verdictEvents.exporter) "otlp") (le $grace (add $drain $afterDrain)) }}

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from consumer.cost.trace_filter import compile_filter, filter_view
+from consumer.inputs.otlp.decode import decode_otlp
 from consumer.telemetry.assembly import ClosedTrace
-from consumer.telemetry.candidate import Candidate, candidate
-from consumer.telemetry.otlp import decode_otlp
-from consumer.verdicts import TraceOrigin
+from consumer.telemetry.origin import TraceOrigin
+from consumer.telemetry.trace_event import Candidate, candidate
 from schemas.trace import TraceEvent
 from tests.support.otel_spans import Recorder, otlp_proto, rag_trace
 

@@ -23,8 +23,8 @@ from consumer.judge.attempts import MAX_RATE_LIMITED_ROUNDS
 from consumer.judge.client import OpenAIJudge, build_judge
 from consumer.judge.failures import Action, classify
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, JudgeRequest, Limits, build_request
+from consumer.judge.request_shape import REASONING_ANSWER_TOKENS
 from consumer.judge.result import Answered, JudgeResult, TraceFailed
-from consumer.judge.shape import REASONING_ANSWER_TOKENS
 from consumer.localjudge.replies import error_reply
 from consumer.localjudge.server import JudgeServer
 from consumer.ops.metrics import REGISTRY

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from consumer.rules.missing_citation import MissingCitation, compile_citation_pattern
-from consumer.verdicts import TraceOrigin
+from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import TraceEvent
 
 DOCUMENTS: list[Any] = [

@@ -7,11 +7,11 @@ from typing import get_args
 
 import pytest
 
-from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.rules.base import DeterministicRule, JudgedRule, Outcome, rule_id
-from consumer.rules.groundedness import Groundedness
+from consumer.rules.groundedness.evaluator import Evaluator
+from consumer.rules.groundedness.rule import Groundedness
 from consumer.rules.missing_citation import MissingCitation
 from consumer.rules.registry import (
     GROUNDEDNESS,

@@ -8,14 +8,15 @@ import pytest
 
 from consumer.cost.sampling import sampled
 from consumer.cost.trace_filter import compile_filter
-from consumer.evaluate import Evaluator
 from consumer.judge.prompt import Limits
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.rules.base import Outcome
-from consumer.rules.groundedness import Groundedness
+from consumer.rules.groundedness.evaluator import Evaluator
+from consumer.rules.groundedness.rule import Groundedness
 from consumer.rules.missing_citation import MissingCitation
 from consumer.rules.rule_set import INTERNAL_ERROR, RuleResults, RuleSet
-from consumer.verdicts import TraceOrigin, verdict_id
+from consumer.rules.verdicts import verdict_id
+from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import TraceEvent
 from schemas.verdict import Source
 from tests.support.pipeline_fakes import GatedJudge

@@ -6,8 +6,7 @@ from collections import Counter
 from collections.abc import Collection
 
 from consumer.telemetry.assembly import ClosedTrace
-from consumer.telemetry.otlp import DecodedRecord
-from consumer.telemetry.spans import Span
+from consumer.telemetry.spans import DecodedRecord, Span
 from tests.support.otel_spans import KIND
 
 

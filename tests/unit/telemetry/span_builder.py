@@ -13,7 +13,7 @@ from openinference.semconv.trace import (
     ToolCallAttributes,
 )
 
-from consumer.telemetry.mapped import MappedTrace
+from consumer.telemetry.mapped_trace import MappedTrace
 from consumer.telemetry.spans import Span, SpanEvent
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"

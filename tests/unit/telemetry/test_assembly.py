@@ -11,11 +11,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.stream.offsets import PartitionOffsets
-from consumer.stream.progress import trace_key
+from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
+from consumer.pipeline.offsets import PartitionOffsets
 from consumer.telemetry.assembly import AssemblyLimits, TraceAssembly
-from consumer.telemetry.otlp import DecodedRecord, OtlpEncoding, decode_otlp
 from consumer.telemetry.recent_ids import RecentIds
+from consumer.telemetry.spans import DecodedRecord
+from consumer.telemetry.trace_keys import trace_key
 from tests.support.otel_spans import Recorder, otlp_json, otlp_proto, rag_trace
 from tests.unit.telemetry.assembly_builder import genai, one, record, tid
 

@@ -8,10 +8,10 @@ from openinference.semconv.trace import SpanAttributes
 from opentelemetry.semconv.attributes import error_attributes, exception_attributes
 from opentelemetry.trace import Status, StatusCode
 
+from consumer.inputs.otlp import decode as otlp
+from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
-from consumer.telemetry import otlp
 from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.otlp import OtlpEncoding, decode_otlp
 from tests.support.otel_spans import KIND, Recorder, otlp_json, otlp_proto
 
 SA = SpanAttributes

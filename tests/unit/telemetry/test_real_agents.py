@@ -16,11 +16,11 @@ from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from openinference.semconv.trace import OpenInferenceMimeTypeValues, SpanAttributes
 from opentelemetry.sdk.trace import ReadableSpan
 
+from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.telemetry.attributes import is_object_repr
 from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.mapped import MappedTrace
-from consumer.telemetry.otlp import OtlpEncoding, decode_otlp
+from consumer.telemetry.mapped_trace import MappedTrace
 from tests.support import instrumented_app as app
 from tests.support.otel_spans import otlp_json
 from tests.unit.telemetry.span_builder import CHAIN, KIND, LLM, messages, sid, span

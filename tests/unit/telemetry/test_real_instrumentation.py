@@ -11,9 +11,9 @@ from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from openinference.instrumentation.openai import OpenAIInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan
 
+from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
 from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.mapped import MappedTrace
-from consumer.telemetry.otlp import OtlpEncoding, decode_otlp
+from consumer.telemetry.mapped_trace import MappedTrace
 from tests.support import instrumented_app as app
 from tests.support.otel_spans import otlp_json
 

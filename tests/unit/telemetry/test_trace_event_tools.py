@@ -11,9 +11,9 @@ from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.rules.missing_citation import MissingCitation
 from consumer.telemetry import genai
 from consumer.telemetry.conventions import map_trace
-from consumer.telemetry.mapped import UNNAMED_TOOL, MappedTrace
+from consumer.telemetry.mapped_trace import UNNAMED_TOOL, MappedTrace
+from consumer.telemetry.origin import TraceOrigin
 from consumer.telemetry.spans import Span
-from consumer.verdicts import TraceOrigin
 from schemas.trace import TraceEvent
 from tests.unit.telemetry.span_builder import (
     AGENT,

@@ -1,0 +1,430 @@
+"""The span formats' way (``TRACES_FORMAT=otlp_proto|otlp_json``): records -> each partition's
+trace assembly -> one task per closed trace -> verdict -> the offsets it held done.
+
+The commit order of ``pipeline.py`` holds with one change, which ``TraceAssembly`` tracks: a
+record's offset is done once every trace it has spans of is finished (its verdict
+acknowledged, or it got none). So the watermark never passes the first record of an open
+trace; the commit's progress lists the records not done above it and the finished traces
+spread over them, and whoever reads the partition next (after a revoke or a restart)
+re-reads just those records, reassembling each open trace whole (``stream/progress.py``).
+
+Records are decoded and added in the fetch loop, in offset order (the assembly needs that;
+decoding is CPU only); what is due by a record's arrival closes before it is added, so its
+spans are late to those traces wherever the timer stood. Closing is otherwise by time, in a
+timer independent of fetching. Time is the read frontier's (``telemetry/clock.FrontierClock``:
+the records' timestamps, running with the wall clock only while a partition is read to its
+end), or in a replay the log's (``read_log``). Neither passes while a partition is paused or
+lagging, so no trace closes for want of records not read yet; instead, at ``MAX_OPEN_TRACES``
+the oldest open trace closes as records are added (``closed_by: "capacity"``; a replay closes
+the next due, as it would have), and ``close_stalled`` frees a pause that nothing else would.
+A closed trace is judged in its own task,
+kept in the pipeline's per-partition task set, so a revoke and the drain wait for it or
+cancel it as they do a record's task. The drain stops the timer first: open traces are not
+judged early; their records stay uncommitted and are reassembled after the restart. A
+closed trace's own way to its verdict is ``trace_path.py``'s.
+
+The span metrics are counted here (``ops/metrics.py``), and the signs that a trace's spans
+are spread over partitions noticed (``split_traces.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+from weakref import WeakKeyDictionary
+
+import structlog
+
+from consumer.errors import DecodeError
+from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
+from consumer.kafka.partitions import Partition
+from consumer.ops import metrics
+from consumer.pipeline.delivery.sink import Record
+from consumer.pipeline.offsets import OffsetTracker, PartitionOffsets
+from consumer.pipeline.records import RecordPath, internal_error
+from consumer.pipeline.split_traces import SplitWatch
+from consumer.pipeline.traces import TracePath
+from consumer.rules.rule_set import RuleSet
+from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits, ClosedTrace, TraceAssembly
+from consumer.telemetry.clock import FrontierClock, TraceClock, WallClock
+from consumer.telemetry.spans import DecodedRecord
+
+log = structlog.get_logger(__name__)
+
+TIMER_MAX_SLEEP_S = 0.2  # bounds the delay of a trace that opened while the timer slept
+TIMER_MIN_SLEEP_S = 0.005
+MIN_REMEMBERED_IDS = 1_000  # per partition, however many a worker owns
+EARLY_LOG_EVERY_S = 10.0  # traces closed early or at capacity: one warning at most this often
+_SPANS_KEPT = metrics.SPANS.labels("kept")
+_SPANS_DROPPED = metrics.SPANS.labels("dropped")
+
+
+Tasks = dict[Hashable, set[asyncio.Task[None]]]
+
+
+class ClosedTraces(Protocol):
+    """Where a closed trace goes: ``TracePath`` (judged), or a dry run's counter."""
+
+    async def handle(self, tp: Partition, closed: ClosedTrace, bound: Any) -> None:
+        """Return once the trace's outcome is settled; never raise."""
+        ...
+
+
+class SpanPath:
+    """The owned partitions' assemblies, the closing timer, and the closed traces' tasks."""
+
+    def __init__(
+        self,
+        records: RecordPath,
+        rules: RuleSet,
+        encoding: OtlpEncoding,
+        limits: AssemblyLimits,
+        tracker: OffsetTracker[Hashable],
+        tasks: Tasks,
+        clock: TraceClock | None = None,
+        *,
+        max_judging: int,
+    ) -> None:
+        self._records = records
+        self._rules = rules
+        self._traces: ClosedTraces = TracePath(records, rules)
+        self._split = SplitWatch()
+        # What each assembly's counts were when last added to the metrics (counts only grow).
+        self._reported: WeakKeyDictionary[TraceAssembly, AssemblyCounts] = WeakKeyDictionary()
+        self._encoding = encoding
+        self.limits = limits
+        self._tracker = tracker  # the pipeline's: offsets are marked done here
+        self._tasks = tasks  # the pipeline's: revoke and drain wait for these
+        self._clock: TraceClock = clock or WallClock()
+        # A replay's: each partition's window [start, stop); traces open only in it.
+        self._windows: dict[Hashable, tuple[int, int]] = {}
+        self._early = _EveryFew("traces_closed_early")  # a replay's, when its time cannot pass
+        self._capacity = _EveryFew("traces_closed_for_capacity")
+        self._assemblies: dict[Hashable, TraceAssembly] = {}  # the partitions being closed
+        self._leaving: dict[Hashable, TraceAssembly] = {}  # revoked, their tasks finishing
+        self._timer: asyncio.Task[None] | None = None
+        # A timer tick may close thousands of traces at once (all of MAX_OPEN_TRACES): they
+        # wait for the judge as the spans they already are. Their candidates, requests and
+        # calls are made ``max_judging`` at a time (the pipeline's ``max_in_flight``), each of
+        # those holding kilobytes more while it waits for one of the judge's slots.
+        self._judging = asyncio.Semaphore(max_judging)
+
+    @property
+    def open_traces(self) -> int:
+        """Traces being assembled, over every owned partition."""
+        return sum(assembly.open_count for assembly in self._assemblies.values())
+
+    @property
+    def _over_limit(self) -> bool:
+        """More open traces than ``MAX_OPEN_TRACES``, or more bytes held than the bound."""
+        held = sum(assembly.held_bytes for assembly in self._assemblies.values())
+        return (self.open_traces > self.limits.max_open_traces
+                or held > self.limits.max_held_bytes)
+
+    def open_on(self, tp: Partition) -> int:
+        """Traces being assembled on one partition."""
+        assembly = self._assemblies.get(tp)
+        return 0 if assembly is None else assembly.open_count
+
+    @property
+    def counts(self) -> AssemblyCounts:
+        """The assembly counts of the partitions held, added up (a replay's summary)."""
+        held = [*self._assemblies.values(), *self._leaving.values()]
+        return sum((assembly.counts for assembly in held), AssemblyCounts())
+
+    def read_log(self, clock: TraceClock, windows: Mapping[Hashable, tuple[int, int]],
+                 traces: ClosedTraces | None = None) -> None:
+        """Replay a window (before any partition is assigned): take time from ``clock`` (the
+        log's), and open traces only in each partition's ``windows`` ``[start, stop)``.
+        Records from the stop on feed only the traces already open; those before the start
+        (the lead-in) only tell which traces began before the window, never to open here. A
+        record outside the window that cannot be decoded is not the window's: passed, not
+        dead-lettered. ``traces``: where closed traces go instead of the judge (a dry run)."""
+        self._clock = clock
+        self._windows = dict(windows)
+        if traces is not None:
+            self._traces = traces
+
+    # -- partitions ------------------------------------------------------------------------
+
+    def assigned(self, tp: Partition) -> None:
+        """Start assembling the partition (from its committed offset)."""
+        self._leaving.pop(tp, None)
+        if tp not in self._assemblies:
+            start, stop = self._windows.get(tp, (None, None))
+            self._assemblies[tp] = TraceAssembly(self.limits, opens_before=stop, opens_from=start)
+            self._share_memory()
+
+    def stop_closing(self, revoked: Collection[Partition]) -> None:
+        """Close no more of these partitions' traces; those already closed still finish."""
+        for tp in revoked:
+            if (assembly := self._assemblies.pop(tp, None)) is not None:
+                self._leaving[tp] = assembly
+        metrics.OPEN_TRACES.set(self.open_traces)  # a revoked partition's are not ours now
+
+    def forget(self, tp: Partition) -> None:
+        """Drop the partition's traces: nothing more is done; the next owner reassembles."""
+        for held in (self._assemblies, self._leaving):
+            if (assembly := held.pop(tp, None)) is not None:
+                assembly.drop_all()
+        if isinstance(self._clock, FrontierClock):
+            self._clock.forget(tp)
+        self._share_memory()
+        metrics.OPEN_TRACES.set(self.open_traces)
+
+    def _share_memory(self) -> None:
+        """Split the worker's bound on remembered ids among the partitions it owns: a worker
+        of twelve partitions must not remember twelve times as much as one of one."""
+        share = max(MIN_REMEMBERED_IDS,
+                    self.limits.max_remembered_ids // max(1, len(self._assemblies)))
+        for assembly in self._assemblies.values():
+            assembly.remember_at_most(share)
+
+    # -- records (in the fetch loop, in offset order) ----------------------------------------
+
+    def accept(self, tp: Partition, offsets: PartitionOffsets, records: Sequence[Record]) -> None:
+        """Track, decode and assemble fetched records; dead-letter the undecodable ones."""
+        if tp not in self._assemblies:  # not handed over (or revoking): the caller checked
+            self.assigned(tp)
+        assembly = self._assemblies[tp]
+        if (inherited := offsets.inherited) is not None:
+            assembly.inherit(inherited.closed)
+        for record in records:
+            if not metrics.taken(offsets.take(record.offset)):
+                continue  # its previous owner finished it (the commit's progress)
+            now = self._clock.arrival(tp, record.offset, record.timestamp)
+            self._start_judging(tp, offsets, assembly, assembly.due(now))
+            try:
+                decoded = decode_otlp(record.value or b"", self._encoding)
+                self._notice(tp, record, decoded)
+                fresh = self._not_open(assembly, decoded)
+                done = assembly.add(record.offset, decoded, now)
+                self._check_split(tp, assembly, fresh)
+            except DecodeError as exc:
+                self._reject(tp, offsets, record, exc.reason, undecodable=True)
+                continue
+            except Exception as exc:  # a bug must not stall the partition: park the record
+                log.exception("record_failed", partition=record.partition, offset=record.offset)
+                self._reject(tp, offsets, record, internal_error(exc), undecodable=False)
+                continue
+            for offset in done:
+                offsets.done(offset)
+            if self._over_limit:
+                self._close_to_limit()
+        self._report(assembly)
+
+    def closed_keys(self, tp: Partition) -> list[bytes]:
+        """The partition's finished traces still spread over records not done (the
+        commit's progress)."""
+        assembly = self._assemblies.get(tp) or self._leaving.get(tp)
+        return [] if assembly is None else assembly.closed_keys()
+
+    def _report(self, assembly: TraceAssembly) -> None:
+        """Add to the span metrics what the assembly counted since its last report."""
+        counts = assembly.counts
+        seen = self._reported.setdefault(assembly, AssemblyCounts())
+        _SPANS_KEPT.inc(counts.spans_kept - seen.spans_kept)
+        _SPANS_DROPPED.inc(counts.spans_dropped - seen.spans_dropped)
+        metrics.LATE_SPANS.inc(counts.late_spans - seen.late_spans)
+        self._reported[assembly] = replace(counts)
+        metrics.OPEN_TRACES.set(self.open_traces)
+
+    def _notice(self, tp: Partition, record: Record, decoded: DecodedRecord) -> None:
+        """Say what a record held that assembly cannot use: unreadable spans, a key that is
+        not its trace's."""
+        if decoded.problem is not None:
+            log.warning("otlp_spans_unreadable", topic=tp.topic, partition=tp.partition,
+                        offset=record.offset, spans=decoded.invalid, reason=decoded.problem)
+        self._split.record(tp, record.key, decoded.spans_per_trace.keys())
+
+    def _not_open(self, assembly: TraceAssembly, decoded: DecodedRecord) -> list[str]:
+        """The record's traces not open here yet; only a worker of several partitions asks."""
+        if len(self._assemblies) < 2:
+            return []
+        return [trace_id for trace_id in decoded.spans_per_trace
+                if not assembly.is_open(trace_id)]
+
+    def _check_split(self, tp: Partition, assembly: TraceAssembly, fresh: list[str]) -> None:
+        """Traces this record opened that another of this worker's partitions holds open."""
+        for trace_id in fresh:
+            if assembly.is_open(trace_id):
+                self._split.opened(tp, trace_id, [
+                    other for other, held in self._assemblies.items()
+                    if other != tp and held.is_open(trace_id)
+                ])
+
+    def _reject(self, tp: Partition, offsets: PartitionOffsets, record: Record, reason: str,
+                *, undecodable: bool) -> None:
+        window = self._windows.get(tp)
+        if window is not None and not window[0] <= record.offset < window[1]:
+            offsets.done(record.offset)  # outside a replay's window: another replay's to report
+            return
+        self._spawn(tp, self._dead_letter(tp, offsets, record, reason, undecodable))
+
+    async def _dead_letter(
+        self, tp: Partition, offsets: PartitionOffsets, record: Record, reason: str,
+        undecodable: bool,
+    ) -> None:
+        bound = log.bind(topic=record.topic, partition=record.partition, offset=record.offset)
+        await self._records.dead_letter(record, reason, bound, undecodable=undecodable)
+        if self._tracker.current(tp) is offsets:
+            offsets.done(record.offset)
+
+    # -- the timer --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start closing traces by time (until ``stop``)."""
+        if self._timer is None:
+            self._timer = asyncio.create_task(self._run_timer())
+
+    async def stop(self) -> None:
+        """Close no more traces (the drain): open ones stay open, their records uncommitted."""
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+            self._timer = None
+
+    async def _run_timer(self) -> None:
+        while True:
+            try:
+                self.close_due()
+            except Exception:  # a bug must not stop every partition's closing for good
+                log.exception("trace_timer_failed")
+            waits = [at - self._clock.now(tp) for tp, assembly in self._assemblies.items()
+                     if (at := assembly.next_due_at()) is not None]
+            wait = min(waits, default=TIMER_MAX_SLEEP_S)
+            await asyncio.sleep(min(max(wait, TIMER_MIN_SLEEP_S), TIMER_MAX_SLEEP_S))
+
+    def close_due(self) -> int:
+        """Close the traces ready by each partition's clock and start judging each; return
+        how many."""
+        started = 0
+        for tp, assembly in list(self._assemblies.items()):
+            offsets = self._tracker.current(tp)
+            if offsets is None:
+                continue
+            started += self._start_judging(tp, offsets, assembly, assembly.due(self._clock.now(tp)))
+            if assembly.open_count and self._clock.at_end(tp):
+                self._leave_open(tp, offsets, assembly)
+        return started
+
+    def _leave_open(self, tp: Partition, offsets: PartitionOffsets,
+                    assembly: TraceAssembly) -> None:
+        """A replay read the partition to its end, and traces are still open by the time it
+        started (``telemetry/clock.LogClock``): they were still being written then, the live
+        worker's to judge whole under the same verdict ids. Leave them unjudged, their
+        records done."""
+        before = assembly.counts.open_at_end
+        for offset in assembly.leave_open():
+            offsets.done(offset)
+        log.warning("traces_open_at_end", topic=tp.topic, partition=tp.partition,
+                    traces=assembly.counts.open_at_end - before)
+        self._report(assembly)
+
+    def _close_to_limit(self) -> None:
+        """At ``MAX_OPEN_TRACES`` (or the bound on bytes held), as a record is added: close
+        the oldest open trace over every partition, ``closed_by: "capacity"``, until below
+        it. Fetching does not pause for it: time runs only as records are read, so a pause
+        would wait for closes that never come. A replay closes the traces due next instead,
+        labelled as they would close (counted ``closed_early``), so that the same records
+        close the same traces however fast they are fetched or judged."""
+        closed = 0
+        while self._over_limit and (tp := self._next_to_close()) is not None:
+            offsets = self._tracker.current(tp)
+            assert offsets is not None  # noqa: S101 - ``_next_to_close`` checks it
+            assembly = self._assemblies[tp]
+            closed += self._start_judging(
+                tp, offsets, assembly,
+                assembly.close_next() if self._windows else assembly.close_oldest())
+        (self._early if self._windows else self._capacity).add(
+            closed, open_traces=self.open_traces, max_open_traces=self.limits.max_open_traces)
+
+    def _next_to_close(self) -> Partition | None:
+        """The partition whose trace closes first at capacity: the one due next in a replay's
+        time, else the one with the oldest open trace."""
+        ranked = [(at, tp) for tp, assembly in self._assemblies.items()
+                  if self._tracker.current(tp) is not None
+                  and (at := (assembly.next_due_at() if self._windows
+                              else assembly.oldest_first_at)) is not None]
+        return min(ranked, key=lambda entry: entry[0])[1] if ranked else None
+
+    def close_stalled(self) -> int:
+        """Close traces before their time when the window of records between fetch and
+        commit is full and nothing else would free it; return how many. The pipeline calls
+        it whenever it fetches while it keeps every partition paused: time passes only as
+        records are read, so it cannot close the traces that hold the window. When no trace
+        is being judged, the judge is not holding and every partition's progress is
+        committed, the records held back by open traces fill it: the oldest open trace closes
+        (``closed_by: "capacity"``); a replay closes every open trace (``closed_early``), as
+        the live worker's time would have closed them all by the end of the log.
+        """
+        if any(self._tasks.values()) or self._rules.holding or self._tracker.changed():
+            return 0  # the pause lifts by itself
+        if not self._windows:
+            if (tp := self._next_to_close()) is None:
+                return 0
+            offsets = self._tracker.current(tp)
+            assert offsets is not None  # noqa: S101 - ``_next_to_close`` checks it
+            assembly = self._assemblies[tp]
+            started = self._start_judging(tp, offsets, assembly, assembly.close_oldest())
+            self._capacity.add(started, open_traces=self.open_traces, window_full=True)
+            return started
+        started = 0
+        for tp, assembly in list(self._assemblies.items()):
+            if (offsets := self._tracker.current(tp)) is not None:
+                started += self._start_judging(tp, offsets, assembly, assembly.close_all())
+        self._early.add(started, open_traces=self.open_traces,
+                        max_open_traces=self.limits.max_open_traces)
+        return started
+
+    def _start_judging(self, tp: Partition, offsets: PartitionOffsets, assembly: TraceAssembly,
+                       closed: list[ClosedTrace]) -> int:
+        for trace in closed:
+            metrics.TRACES_CLOSED.labels(trace.closed_by).inc()
+            self._spawn(tp, self._judge(tp, offsets, assembly, trace))
+        if closed:  # kept spans are counted as their trace closes
+            self._report(assembly)
+        return len(closed)
+
+    # -- one closed trace -------------------------------------------------------------------
+
+    async def _judge(
+        self, tp: Partition, offsets: PartitionOffsets, assembly: TraceAssembly,
+        closed: ClosedTrace,
+    ) -> None:
+        async with self._judging:
+            bound = log.bind(topic=tp.topic, partition=tp.partition, trace_id=closed.trace_id,
+                             offset=closed.first_offset)
+            await self._traces.handle(tp, closed, bound)
+        # The records it held may now be done; a completion for a partition revoked (and
+        # maybe re-assigned) meanwhile is dropped.
+        done = assembly.finished(closed.trace_id)
+        if self._tracker.current(tp) is offsets:
+            for offset in done:
+                offsets.done(offset)
+
+    def _spawn(self, tp: Partition, work: Any) -> None:
+        tasks = self._tasks.setdefault(tp, set())
+        task: asyncio.Task[None] = asyncio.create_task(work)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+
+class _EveryFew:
+    """A warning about traces closed before their time, at most every ``EARLY_LOG_EVERY_S``
+    (the counts keep them all)."""
+
+    def __init__(self, event: str) -> None:
+        self._event = event
+        self._logged_at = -float("inf")
+        self._unlogged = 0
+
+    def add(self, traces: int, **context: object) -> None:
+        self._unlogged += traces
+        now = time.monotonic()
+        if self._unlogged and now - self._logged_at >= EARLY_LOG_EVERY_S:
+            log.warning(self._event, traces=self._unlogged, every_s=EARLY_LOG_EVERY_S, **context)
+            self._logged_at, self._unlogged = now, 0

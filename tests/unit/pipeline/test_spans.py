@@ -1,0 +1,77 @@
+"""``SpanPath`` on its own: what it shares among the partitions it owns, and how many closed
+traces it takes to the judge at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+
+from consumer.judge.prompt import Limits
+from consumer.pipeline.offsets import OffsetTracker
+from consumer.pipeline.records import RecordPath
+from consumer.pipeline.spans import SpanPath, Tasks
+from consumer.rules.groundedness.evaluator import Evaluator
+from consumer.rules.rule_set import RuleSet
+from consumer.telemetry.assembly import AssemblyLimits
+from tests.support.otel_spans import otlp_proto
+from tests.support.pipeline_fakes import TP, GatedJudge, ListSink, Rec
+from tests.support.span_pipeline import ANSWER, P0, rag_spans
+
+
+def _path(limits: AssemblyLimits) -> SpanPath:
+    evaluator = Evaluator(GatedJudge(), 0.5, Limits())
+    rules = RuleSet.groundedness(evaluator)
+    return SpanPath(RecordPath(ListSink(), rules), rules, "otlp_proto", limits,
+                    OffsetTracker[Hashable](), Tasks(), max_judging=64)
+
+
+def _bounds(path: SpanPath, partitions: list[TP]) -> set[int]:
+    return {path._assemblies[tp].remembered_at_most for tp in partitions}
+
+
+def test_the_worker_shares_its_bound_on_remembered_ids_among_its_partitions() -> None:
+    path = _path(AssemblyLimits(max_remembered_ids=12_000))
+    partitions = [TP("spans", n) for n in range(4)]
+    for tp in partitions:
+        path.assigned(tp)
+    assert _bounds(path, partitions) == {3_000}
+    path.forget(partitions[0])
+    assert _bounds(path, partitions[1:]) == {4_000}
+    many = [TP("spans", n) for n in range(4, 40)]
+    for tp in many:
+        path.assigned(tp)
+    assert _bounds(path, many) == {1_000}  # never below the floor, however many partitions
+
+
+class LateClock:
+    """Every record came at 0 s, and it is an hour later now: every trace is due."""
+
+    def arrival(self, partition: Hashable, offset: int, timestamp_ms: int) -> float:
+        return 0.0
+
+    def now(self, partition: Hashable) -> float:
+        return 3600.0
+
+    def at_end(self, partition: Hashable) -> bool:
+        return False
+
+
+async def test_traces_closed_at_once_are_taken_to_the_judge_a_few_at_a_time() -> None:
+    judge, tracker, tasks, sink = GatedJudge(), OffsetTracker[Hashable](), Tasks(), ListSink()
+    rules = RuleSet.groundedness(Evaluator(judge, 0.5, Limits()))
+    path = SpanPath(RecordPath(sink, rules), rules, "otlp_proto", AssemblyLimits(), tracker,
+                    tasks, LateClock(), max_judging=2)
+    offsets = tracker.partition(P0)
+    path.assigned(P0)
+    path.accept(P0, offsets, [Rec(P0.topic, P0.partition, n, 0, None,
+                                  otlp_proto(rag_spans(f"Question {n}?")), [])
+                              for n in range(5)])
+    assert path.close_due() == 5  # one timer tick closes them all
+
+    await asyncio.sleep(0.05)
+    assert len(judge.started) == 2, "only two requests built and sent; three traces wait"
+    judge.open(ANSWER)
+    await asyncio.gather(*tasks[P0])
+    assert len(judge.started) == 5
+    assert len(sink.verdicts) == 5
+    assert offsets.watermark() == 5  # every record's outcome acknowledged
