@@ -15,6 +15,7 @@ from rich.console import Console
 
 from consumer.cost.pricing import DEFAULT_PRICE_PER_MILLION_TOKENS
 from consumer.errors import ConfigError
+from consumer.inputs.formats import file_formats
 from consumer.jsonl import decode_text, read_text
 from consumer.ops.collector import tune_collector
 from consumer.ops.logs import configure_logging
@@ -94,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE",
                        help="one JSON document or JSON lines; - for stdin")
     check.add_argument("--format", dest="file_format", default="auto",
-                       choices=("auto", "trace_json", "otlp_json"),  # offline.CHECK_FORMATS
+                       choices=("auto", *file_formats()),
                        help="trace events, or OTLP JSON spans (TracesData, one per line or one "
                             "document) assembled into traces; auto (the default): OTLP JSON "
                             "when the first JSON object has resourceSpans")

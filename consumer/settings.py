@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from consumer.cost.trace_filter import SETTING as FILTER_SETTING
 from consumer.cost.trace_filter import TraceFilter, compile_filter
 from consumer.errors import ConfigError
+from consumer.inputs.formats import FormatName
 from consumer.judge.request_shape import minimum_request_tokens
 from consumer.rules.missing_citation import compile_citation_pattern
 from consumer.rules.registry import GROUNDEDNESS, parse_rules
@@ -42,7 +43,6 @@ SECRET_FIELDS = frozenset({
 MIN_HEADER_SECRET_CHARS = 8
 
 ContextField = Literal["retrieved_documents", "input", "expected_output"]
-TracesFormat = Literal["trace_json", "otlp_proto", "otlp_json"]
 
 
 class Settings(BaseSettings):
@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     context_field: ContextField = "retrieved_documents"
 
     # Telemetry input (DESIGN.md): how records decode, and when an assembled trace is ready.
-    traces_format: TracesFormat = "trace_json"
+    traces_format: FormatName = "trace_json"
     trace_quiet_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     trace_max_wait_seconds: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     max_open_traces: int = Field(default=10_000, ge=1)

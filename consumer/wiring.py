@@ -19,6 +19,7 @@ import structlog
 from consumer.cost.judge_cache import JudgeCache
 from consumer.cost.pricing import Prices
 from consumer.errors import ConfigError
+from consumer.inputs.formats import SpanFormat, input_format
 from consumer.judge.client import OpenAIJudge, build_judge
 from consumer.judge.prompt import Limits
 from consumer.judge.result import Judge
@@ -160,7 +161,8 @@ def assembly_limits(settings: Settings) -> AssemblyLimits:
 def pipeline_config(settings: Settings) -> PipelineConfig:
     """How much the pipeline holds, how long its drain waits, and for span formats how
     traces are assembled."""
-    if settings.traces_format == "trace_json":
+    fmt = input_format(settings.traces_format)
+    if not isinstance(fmt, SpanFormat):
         return PipelineConfig(
             max_in_flight=max_in_flight(settings),
             max_uncommitted=max_uncommitted(settings),
@@ -172,7 +174,7 @@ def pipeline_config(settings: Settings) -> PipelineConfig:
         max_uncommitted=max_uncommitted_spans(settings),
         drain_timeout_s=settings.drain_timeout_seconds,
         revoke_timeout_s=REVOKE_TIMEOUT_S,
-        spans=settings.traces_format,
+        spans=fmt,
         assembly=assembly_limits(settings),
     )
 

@@ -54,7 +54,6 @@ LEFT_OUT_LABELS: dict[Skip, str] = {
     "sampled_out": "sampled out of judging (SAMPLE_RATE)"}
 
 CheckFormat = Literal["auto", "trace_json", "otlp_json"]
-CHECK_FORMATS: tuple[CheckFormat, ...] = ("auto", "trace_json", "otlp_json")
 _OTLP_KEYS = ("resourceSpans", "resource_spans")
 
 T = TypeVar("T")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from consumer.inputs.otlp.decode import OtlpEncoding
+from consumer.inputs.formats import SpanFormat
 from consumer.kafka.partitions import Consumer, Partition
 from consumer.ops import metrics
 from consumer.pipeline.delivery.sink import Record, VerdictSink
@@ -70,7 +70,7 @@ class PipelineConfig:
     commit_interval_s: float = 0.2
     fetch_timeout_ms: int = 200
     final_commit_timeout_s: float = 5.0  # the drain's last commit, if the broker is away
-    spans: OtlpEncoding | None = None  # TRACES_FORMAT when it is a span format
+    spans: SpanFormat | None = None  # TRACES_FORMAT when it is a span format
     assembly: AssemblyLimits = field(default_factory=AssemblyLimits)
 
 

@@ -39,7 +39,7 @@ from weakref import WeakKeyDictionary
 import structlog
 
 from consumer.errors import DecodeError
-from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
+from consumer.inputs.formats import SpanFormat
 from consumer.kafka.partitions import Partition
 from consumer.ops import metrics
 from consumer.pipeline.delivery.sink import Record
@@ -80,7 +80,7 @@ class SpanPath:
         self,
         records: RecordPath,
         rules: RuleSet,
-        encoding: OtlpEncoding,
+        span_format: SpanFormat,
         limits: AssemblyLimits,
         tracker: OffsetTracker[Hashable],
         tasks: Tasks,
@@ -94,7 +94,7 @@ class SpanPath:
         self._split = SplitWatch()
         # What each assembly's counts were when last added to the metrics (counts only grow).
         self._reported: WeakKeyDictionary[TraceAssembly, AssemblyCounts] = WeakKeyDictionary()
-        self._encoding = encoding
+        self._decode = span_format.decoder()
         self.limits = limits
         self._tracker = tracker  # the pipeline's: offsets are marked done here
         self._tasks = tasks  # the pipeline's: revoke and drain wait for these
@@ -198,7 +198,7 @@ class SpanPath:
             now = self._clock.arrival(tp, record.offset, record.timestamp)
             self._start_judging(tp, offsets, assembly, assembly.due(now))
             try:
-                decoded = decode_otlp(record.value or b"", self._encoding)
+                decoded = self._decode(record.value or b"")
                 self._notice(tp, record, decoded)
                 fresh = self._not_open(assembly, decoded)
                 done = assembly.add(record.offset, decoded, now)

@@ -7,6 +7,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from consumer.inputs.formats import OTLP_PROTO
 from consumer.judge.prompt import Limits
 from consumer.pipeline.pipeline import Pipeline, PipelineConfig
 from consumer.pipeline.progress import Progress
@@ -76,7 +77,7 @@ class Harness:
         assembly = AssemblyLimits(**({"quiet_s": 0.05, "max_wait_s": 30.0} | limits))
         config = PipelineConfig(
             max_in_flight=max_in_flight, max_uncommitted=max_uncommitted, commit_interval_s=0,
-            fetch_timeout_ms=5, revoke_timeout_s=0.2, spans="otlp_proto", assembly=assembly,
+            fetch_timeout_ms=5, revoke_timeout_s=0.2, spans=OTLP_PROTO, assembly=assembly,
         )
         async def read_progress(partitions: Any) -> dict[TP, Progress]:
             return dict(inherited or {})

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from itertools import repeat
 from types import MappingProxyType
-from typing import Literal
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -30,6 +29,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status, TracesData
 
 from consumer.errors import DecodeError
+from consumer.inputs.formats import OtlpEncoding
 from consumer.inputs.otlp.json_spans import INVALID_IDS, Skipped, parse_otlp_json
 from consumer.inputs.otlp.salvage import salvage_traces_data
 from consumer.inputs.otlp.span_filter import (
@@ -48,7 +48,6 @@ EXCEPTION_EVENT = "exception"
 EXCEPTION_TYPE = "exception.type"
 EXCEPTION_MESSAGE = "exception.message"
 
-OtlpEncoding = Literal["otlp_proto", "otlp_json"]
 
 
 def decode_otlp(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:

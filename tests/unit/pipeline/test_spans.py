@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
+from consumer.inputs.formats import OTLP_PROTO
 from consumer.judge.prompt import Limits
 from consumer.pipeline.offsets import OffsetTracker
 from consumer.pipeline.records import RecordPath
@@ -21,7 +22,7 @@ from tests.support.span_pipeline import ANSWER, P0, rag_spans
 def _path(limits: AssemblyLimits) -> SpanPath:
     evaluator = Evaluator(GatedJudge(), 0.5, Limits())
     rules = RuleSet.groundedness(evaluator)
-    return SpanPath(RecordPath(ListSink(), rules), rules, "otlp_proto", limits,
+    return SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, limits,
                     OffsetTracker[Hashable](), Tasks(), max_judging=64)
 
 
@@ -59,7 +60,7 @@ class LateClock:
 async def test_traces_closed_at_once_are_taken_to_the_judge_a_few_at_a_time() -> None:
     judge, tracker, tasks, sink = GatedJudge(), OffsetTracker[Hashable](), Tasks(), ListSink()
     rules = RuleSet.groundedness(Evaluator(judge, 0.5, Limits()))
-    path = SpanPath(RecordPath(sink, rules), rules, "otlp_proto", AssemblyLimits(), tracker,
+    path = SpanPath(RecordPath(sink, rules), rules, OTLP_PROTO, AssemblyLimits(), tracker,
                     tasks, LateClock(), max_judging=2)
     offsets = tracker.partition(P0)
     path.assigned(P0)

@@ -11,6 +11,7 @@ from collections.abc import Hashable
 
 import structlog
 
+from consumer.inputs.formats import OTLP_PROTO
 from consumer.judge.prompt import Limits
 from consumer.pipeline.offsets import OffsetTracker, PartitionOffsets
 from consumer.pipeline.records import RecordPath
@@ -64,7 +65,7 @@ def replaying_path(clock: StoppedClock | TimestampClock, max_open_traces: int = 
     evaluator = Evaluator(judge, 0.5, Limits())
     limits = AssemblyLimits(quiet_s=10.0, max_wait_s=60.0, max_open_traces=max_open_traces)
     rules = RuleSet.groundedness(evaluator)
-    path = SpanPath(RecordPath(ListSink(), rules), rules, "otlp_proto", limits,
+    path = SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, limits,
                     tracker, tasks, max_judging=64)
     path.read_log(clock, {tp: (0, 100) for tp in partitions})
     for tp in partitions:

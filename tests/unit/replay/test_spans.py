@@ -16,6 +16,7 @@ import structlog
 from opentelemetry.sdk.trace import ReadableSpan
 
 from consumer.cost.pricing import FALLBACK_PRICE, Prices
+from consumer.inputs.formats import OTLP_PROTO
 from consumer.judge.prompt import Limits
 from consumer.pipeline.pipeline import Pipeline, PipelineConfig
 from consumer.pipeline.progress import Commitment
@@ -233,7 +234,7 @@ async def replay_in_memory(
     judge, sink = GatedJudge(), ListSink()
     judge.open(ANSWER)
     config = PipelineConfig(max_in_flight=max_in_flight, max_uncommitted=max_uncommitted,
-                            commit_interval_s=0, fetch_timeout_ms=5, spans="otlp_proto",
+                            commit_interval_s=0, fetch_timeout_ms=5, spans=OTLP_PROTO,
                             assembly=AssemblyLimits(**limits))
     # A dry run's rules judge with the estimating judge, and the counter takes them through.
     evaluator = Evaluator(EstimatingJudge("none") if dry_run else judge, 0.5, Limits())

@@ -11,7 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
+from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs.otlp.decode import decode_otlp
 from consumer.pipeline.offsets import PartitionOffsets
 from consumer.telemetry.assembly import AssemblyLimits, TraceAssembly
 from consumer.telemetry.recent_ids import RecentIds

@@ -8,8 +8,9 @@ from openinference.semconv.trace import SpanAttributes
 from opentelemetry.semconv.attributes import error_attributes, exception_attributes
 from opentelemetry.trace import Status, StatusCode
 
+from consumer.inputs.formats import OtlpEncoding
 from consumer.inputs.otlp import decode as otlp
-from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
+from consumer.inputs.otlp.decode import decode_otlp
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.telemetry.conventions import map_trace
 from tests.support.otel_spans import KIND, Recorder, otlp_json, otlp_proto

@@ -11,7 +11,8 @@ from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from openinference.instrumentation.openai import OpenAIInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.inputs.otlp.decode import OtlpEncoding, decode_otlp
+from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs.otlp.decode import decode_otlp
 from consumer.telemetry.conventions import map_trace
 from consumer.telemetry.mapped_trace import MappedTrace
 from tests.support import instrumented_app as app

@@ -1,0 +1,76 @@
+"""The input formats: every name ``TRACES_FORMAT`` (and ``check --format``) takes, and how a
+record of it is read. The one place a new input format is added (docs/extending.md).
+
+Two kinds. A record of an **event** format is one whole trace, judged on its own (the record
+path, ``pipeline/records.py``). A record of a **span** format carries spans of any number of
+traces, which each partition assembles into traces before judging (the span path,
+``pipeline/spans.py``). The decoders are imported when first asked for, so that reading the
+configuration (``groundedness --help``, a bad setting) does not load protobuf and the OTel
+packages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from consumer.telemetry.spans import DecodedRecord
+    from schemas.trace import TraceEvent
+
+OtlpEncoding = Literal["otlp_proto", "otlp_json"]
+FormatName = Literal["trace_json", OtlpEncoding]
+
+
+@dataclass(frozen=True, slots=True)
+class EventFormat:
+    """Each record one trace event: ``decoder()`` takes its bytes to a ``TraceEvent``."""
+
+    name: FormatName
+    in_files: bool  # ``check`` reads it from a file
+
+    @property
+    def assembles(self) -> bool:
+        return False
+
+    def decoder(self) -> Callable[[bytes], TraceEvent]:
+        from consumer.inputs.trace_json import decode_trace
+
+        return decode_trace
+
+
+@dataclass(frozen=True, slots=True)
+class SpanFormat:
+    """Each record a batch of OTLP spans: ``decoder()`` takes its bytes to the kept spans."""
+
+    name: OtlpEncoding
+    in_files: bool
+
+    @property
+    def assembles(self) -> bool:
+        return True
+
+    def decoder(self) -> Callable[[bytes], DecodedRecord]:
+        from consumer.inputs.otlp.decode import decode_otlp
+
+        encoding = self.name
+        return lambda value: decode_otlp(value, encoding)
+
+
+Format = EventFormat | SpanFormat
+
+TRACE_JSON = EventFormat("trace_json", in_files=True)
+OTLP_PROTO = SpanFormat("otlp_proto", in_files=False)  # binary: the collector's default
+OTLP_JSON = SpanFormat("otlp_json", in_files=True)
+FORMATS: dict[str, Format] = {fmt.name: fmt for fmt in (TRACE_JSON, OTLP_PROTO, OTLP_JSON)}
+
+
+def input_format(name: str) -> Format:
+    """The format named ``name`` (settings have checked it is one)."""
+    return FORMATS[name]
+
+
+def file_formats() -> tuple[str, ...]:
+    """The formats ``check`` reads from a file, in the registry's order."""
+    return tuple(name for name, fmt in FORMATS.items() if fmt.in_files)
