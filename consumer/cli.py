@@ -200,7 +200,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from consumer.evaluation.offline import check
+    from consumer.evaluation.check import check
 
     settings = _settings()
     try:
@@ -214,7 +214,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from consumer.evaluation.benchmarks.sets import BENCHMARKS
-    from consumer.evaluation.offline import evaluate_dataset, read_dataset, sniff_dataset_format
+    from consumer.evaluation.judge_eval import evaluate_dataset, read_dataset, sniff_dataset_format
     from consumer.evaluation.report import benchmark_table, eval_table, plot_scores
 
     dataset_format = args.dataset_format or sniff_dataset_format(args.dataset)

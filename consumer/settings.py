@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from consumer.cost.trace_filter import SETTING as FILTER_SETTING
 from consumer.cost.trace_filter import TraceFilter, compile_filter
 from consumer.errors import ConfigError
-from consumer.inputs.formats import FormatName
+from consumer.inputs import FormatName
 from consumer.judge.request_shape import minimum_request_tokens
 from consumer.rules.missing_citation import compile_citation_pattern
 from consumer.rules.registry import GROUNDEDNESS, parse_rules

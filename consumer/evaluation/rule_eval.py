@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from consumer import wiring
 from consumer.errors import ConfigError
+from consumer.evaluation.in_order import evaluate_in_order
 from consumer.evaluation.labelled_rules import RULE_LABELS, LabelledTrace, read_rules_sample
-from consumer.evaluation.offline import evaluate_in_order
-from consumer.evaluation.rule_choice import make_rules_named
 from consumer.ops.progress import Reporter
 from consumer.rules.registry import GROUNDEDNESS, KNOWN_RULES
+from consumer.rules.rule_set import RuleSet
 from consumer.settings import SCORE_REQUIRED, Settings
 from consumer.wiring import max_in_flight
 from schemas.verdict import VerdictEvent
@@ -128,3 +129,12 @@ def rule_agreement(
         "confusion": confusion,
         "disagreements": disagreements,
     }
+
+
+def make_rules_named(settings: Settings, names: Sequence[str], *,
+                     select: bool = True) -> RuleSet | None:
+    """The rules ``names`` (known ones), in that order, as ``run`` builds them; None for
+    none. ``select``: whether ``SAMPLE_RATE`` and ``TRACE_FILTER`` apply."""
+    if not names:
+        return None
+    return wiring.make_rules(settings, names=names, select=select)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
+
+from consumer.inputs import FormatName, OtlpEncoding
 
 if TYPE_CHECKING:
     from consumer.telemetry.spans import DecodedRecord
     from schemas.trace import TraceEvent
 
-OtlpEncoding = Literal["otlp_proto", "otlp_json"]
-FormatName = Literal["trace_json", OtlpEncoding]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """The worker on the TLS broker: every listener in both delivery modes, and each way it fails.
 
-A broker of its own (``running_tls_broker(9592, ...)``: PLAINTEXT 9592 for the test's own
-clients, then ssl 9595, mtls 9596, sasl-ssl 9597, oauth 9598, ssl-wrong-host 9599 and
-ssl-expired 9600 for the worker), started for this module after the token server whose JWKS
-its OIDC validator reads. The worker runs as a subprocess (``groundedness run``):
+The session's TLS broker (``tls_broker``, on free ports: PLAINTEXT for the test's own clients,
+then ssl, mtls, sasl-ssl, oauth, ssl-wrong-host and ssl-expired for the worker), started after
+the token server whose JWKS its OIDC validator reads. The worker runs as a subprocess
+(``groundedness run``):
 
 - with the right material each listener carries it through a batch of traces, in
   at_least_once and exactly_once (so the transactional producers handshake too): one verdict
@@ -21,7 +21,6 @@ import asyncio
 import itertools
 import statistics
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,9 +29,8 @@ import pytest
 from consumer.localjudge.server import JudgeServer
 from scripts.kafka.certs import CLIENT_KEY_PASSWORD
 from tests.support.fake_judge import ScriptedJudge
-from tests.support.oauth_server import OAuthServer
 from tests.support.streams import Topics, create_topics, group_offsets, produce, trace
-from tests.support.tls_material import TlsBroker, running_tls_broker
+from tests.support.tls_material import TlsBroker
 from tests.support.workers import (
     VerdictCollector,
     Worker,
@@ -46,16 +44,8 @@ from tests.support.workers import (
 
 pytestmark = pytest.mark.integration
 
-PORT = 9592  # PLAINTEXT; the other listeners take 9593-9600 (scripts/kafka-local's header)
 WRONG_CLIENT_SECRET = "wrong-client-Secret-77"
 WRONG_KEY_PASSWORD = "wrong-key-Password-64"
-
-
-@pytest.fixture(scope="module")
-def tls_broker() -> Iterator[TlsBroker]:
-    """The token server, then a kafka-local broker with every TLS listener, for this module."""
-    with OAuthServer() as oauth, running_tls_broker(PORT, oauth) as broker:
-        yield broker
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """The test broker's TLS listeners, each proven with a plain aiokafka client.
 
-A broker of its own (``KAFKA_PORT=9492 KAFKA_TLS=1 KAFKA_OAUTH_JWKS_URL=... scripts/kafka-local
-start``: PLAINTEXT 9492, controller 9493, SASL_PLAINTEXT 9494, then ssl 9495, mtls 9496,
-sasl-ssl 9497, oauth 9498, ssl-wrong-host 9499, ssl-expired 9500), started for this module
-after the token server whose JWKS it validates tokens against, and stopped after it. These
+The session's TLS broker (``tls_broker``: ``KAFKA_PORT=P KAFKA_TLS=1 KAFKA_OAUTH_JWKS_URL=...
+scripts/kafka-local start`` on free ports: PLAINTEXT P, controller P+1, SASL_PLAINTEXT P+2,
+then ssl, mtls, sasl-ssl, oauth, ssl-wrong-host and ssl-expired on P+3 to P+8), started after
+the token server whose JWKS it validates tokens against. These
 tests check the broker and its material, not the worker: each listener serves a client set up
 as a team would, and each piece of bad material fails the way it is meant to, so that the
 worker's own tests can rely on it to produce their failures.
@@ -19,7 +19,6 @@ import subprocess
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,18 +31,10 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from scripts.kafka.certs import CLIENT_KEY_PASSWORD
 from tests.support.oauth_server import OAuthServer
-from tests.support.tls_material import TlsBroker, kafka_local_tls, running_tls_broker
+from tests.support.tls_material import TlsBroker, kafka_local_tls
 
 pytestmark = pytest.mark.integration
 
-PORT = 9492  # PLAINTEXT; the other listeners take 9493-9500 (scripts/kafka-local's header)
-
-
-@pytest.fixture(scope="module")
-def tls_broker() -> Iterator[TlsBroker]:
-    """The token server, then a kafka-local broker with every TLS listener, for this module."""
-    with OAuthServer() as oauth, running_tls_broker(PORT, oauth) as broker:
-        yield broker
 
 
 def tls_context(broker: TlsBroker, cafile: str = "ca.crt", certfile: str | None = None,
@@ -166,15 +157,15 @@ def oauth_options(broker: TlsBroker, provider: AbstractTokenProvider) -> dict[st
 
 
 async def test_start_prints_every_listener(tls_broker: TlsBroker) -> None:
+    port = tls_broker.port
+    labels = ["plaintext", None, "sasl", "ssl", "mtls", "sasl-ssl", "oauth", "ssl-wrong-host",
+              "ssl-expired"]  # port + 1 is the controller's
     assert tls_broker.addresses == {
-        "plaintext": "127.0.0.1:9492", "sasl": "127.0.0.1:9494", "ssl": "127.0.0.1:9495",
-        "mtls": "127.0.0.1:9496", "sasl-ssl": "127.0.0.1:9497", "oauth": "127.0.0.1:9498",
-        "ssl-wrong-host": "127.0.0.1:9499", "ssl-expired": "127.0.0.1:9500",
-    }
+        label: f"127.0.0.1:{port + at}" for at, label in enumerate(labels) if label}
     print(f"kafka-local start with TLS and OAuth took {tls_broker.start_s:.1f} s")
-    status = kafka_local_tls("status", PORT, {})
+    status = kafka_local_tls("status", port, {})
     assert status.returncode == 0
-    assert "ssl: 127.0.0.1:9495" in status.stdout.splitlines()
+    assert f"ssl: 127.0.0.1:{port + 3}" in status.stdout.splitlines()
     assert f"tls-dir: {tls_broker.tls_dir}" in status.stdout.splitlines()
 
 
@@ -320,7 +311,7 @@ def _start_again(broker: TlsBroker, **changed: str) -> subprocess.CompletedProce
             "KAFKA_OAUTH_JWKS_URL": broker.oauth.jwks_url,
             "KAFKA_OAUTH_ISSUER": broker.oauth.issuer,
             "KAFKA_OAUTH_AUDIENCE": broker.oauth.audience}
-    return kafka_local_tls("start", PORT, same | changed)
+    return kafka_local_tls("start", broker.port, same | changed)
 
 
 @pytest.mark.parametrize(("changed", "named"), [
@@ -342,7 +333,7 @@ def test_start_refuses_a_running_broker_set_up_otherwise(
     assert "already running" not in started.stderr
     assert all(value not in line for value in changed.values() if value)
     # The running broker is left alone.
-    assert kafka_local_tls("status", PORT, {}).returncode == 0
+    assert kafka_local_tls("status", tls_broker.port, {}).returncode == 0
 
 
 def test_start_reuses_a_running_broker_set_up_alike(tls_broker: TlsBroker) -> None:

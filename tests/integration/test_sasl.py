@@ -1,8 +1,8 @@
 """The worker on a SASL listener: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
 
-A broker of its own (``KAFKA_PORT=9392 KAFKA_SASL=1 scripts/kafka-local start``: PLAINTEXT on
-9392 for the test's own clients, SASL_PLAINTEXT on 9394 for the worker), started for this
-module and stopped after it, whatever ``KAFKA_BOOTSTRAP_SERVERS`` says. The worker runs as a
+The session's TLS broker (``tls_broker``, whose SCRAM user its SASL_PLAINTEXT listener has too):
+PLAINTEXT for the test's own clients, SASL_PLAINTEXT for the worker, whatever
+``KAFKA_BOOTSTRAP_SERVERS`` says. The worker runs as a
 subprocess (``groundedness run``): with the right credentials a verdict reaches the verdicts
 topic (in both delivery modes, so the transactional producers authenticate too); with wrong
 ones it refuses with one ``kafka_auth_failed`` line, exit code 2, no traceback and no
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +23,6 @@ import pytest
 from consumer.localjudge.server import JudgeServer
 from consumer.settings import Settings
 from tests.support.fake_judge import ScriptedJudge
-from tests.support.kafka import KAFKA_LOCAL, START_TIMEOUT_S, STOP_TIMEOUT_S
 from tests.support.streams import (
     Topics,
     create_topics,
@@ -35,51 +32,30 @@ from tests.support.streams import (
     trace,
     verdicts_by_trace,
 )
+from tests.support.tls_material import TlsBroker
 from tests.support.workers import REPO_ROOT, WorkerPool, tracebacks, worker_env
 
 pytestmark = pytest.mark.integration
 
-PORT = 9392  # PLAINTEXT; the controller takes 9393 and the SASL listener 9394
-USERNAME = "groundedness-test"
-PASSWORD = "sasl-test-Secret-42"
 WRONG_PASSWORD = "not-the-Password-17"
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 @dataclass(frozen=True)
 class SaslBroker:
-    """Addresses of the SASL-enabled broker."""
+    """Addresses of the SASL-enabled broker, and its SCRAM (and PLAIN) user."""
 
     plaintext: str  # for the test's own admin, producer and readers
     sasl: str  # for the worker
+    username: str
+    password: str
 
 
-def _kafka_local(command: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KAFKA_PORT": str(PORT), "KAFKA_SASL": "1",
-           "KAFKA_SASL_USERNAME": USERNAME, "KAFKA_SASL_PASSWORD": PASSWORD}
-    env.pop("KAFKA_SASL_PORT", None)
-    env.pop("KAFKA_CONTROLLER_PORT", None)
-    return subprocess.run(
-        [str(KAFKA_LOCAL), *command.split()], env=env, capture_output=True, text=True,
-        timeout=START_TIMEOUT_S if command == "start" else STOP_TIMEOUT_S, check=False,
-    )
-
-
-@pytest.fixture(scope="module")
-def sasl_broker() -> Iterator[SaslBroker]:
-    """A kafka-local broker with a SASL listener, for this module only."""
-    _kafka_local("stop")  # a leftover broker may run with other credentials
-    started = _kafka_local("start")
-    if started.returncode != 0:  # e.g. data formatted for other SCRAM credentials: start over
-        _kafka_local("reset")
-        started = _kafka_local("start")
-    assert started.returncode == 0, started.stderr
-    lines = started.stdout.strip().splitlines()
-    sasl = next(line.removeprefix("sasl: ") for line in lines if line.startswith("sasl: "))
-    try:
-        yield SaslBroker(plaintext=lines[-1], sasl=sasl)
-    finally:
-        _kafka_local("stop")
+@pytest.fixture
+def sasl_broker(tls_broker: TlsBroker) -> SaslBroker:
+    """The session's TLS broker, seen through its SASL_PLAINTEXT listener."""
+    return SaslBroker(tls_broker.addresses["plaintext"], tls_broker.addresses["sasl"],
+                      tls_broker.username, tls_broker.password)
 
 
 def sasl_env(broker: SaslBroker, topics: Topics, judge_url: str, mechanism: str,
@@ -87,7 +63,7 @@ def sasl_env(broker: SaslBroker, topics: Topics, judge_url: str, mechanism: str,
     return worker_env(
         topics.env(broker.sasl), judge_url,
         KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", KAFKA_SASL_MECHANISM=mechanism,
-        KAFKA_SASL_USERNAME=USERNAME, KAFKA_SASL_PASSWORD=password, **extra,
+        KAFKA_SASL_USERNAME=broker.username, KAFKA_SASL_PASSWORD=password, **extra,
     )
 
 
@@ -111,7 +87,8 @@ async def test_worker_publishes_verdicts_over_sasl(
         trace("grounded", "Paris is the capital. [[score=5]]", retrieved_documents=["Paris."]),
         trace("ungrounded", "The moon is cheese. [[score=1]]", retrieved_documents=["Moon."]),
     ])
-    env = sasl_env(sasl_broker, topics, server.url, mechanism, PASSWORD, DELIVERY=delivery)
+    env = sasl_env(sasl_broker, topics, server.url, mechanism, sasl_broker.password,
+                   DELIVERY=delivery)
 
     async with WorkerPool(tmp_path) as pool:
         worker = await pool.start(env)
@@ -127,7 +104,7 @@ async def test_worker_publishes_verdicts_over_sasl(
     committed, ends = await group_offsets(sasl_broker.plaintext, topics.group, topics.traces)
     assert committed == ends
     log = worker.log()
-    assert PASSWORD not in log
+    assert sasl_broker.password not in log
     assert "kafka_auth_failed" not in log
     assert not tracebacks(log)
 
@@ -157,7 +134,7 @@ async def test_wrong_credentials_are_refused_in_one_line_with_exit_code_2(
     assert "KAFKA_SASL_PASSWORD" in refusal
     assert sum("SaslAuthenticationFailed" in line for line in log.splitlines()) == 1
     assert WRONG_PASSWORD not in log
-    assert PASSWORD not in log
+    assert sasl_broker.password not in log
     assert not tracebacks(log)
     assert judge.count() == 0, "nothing was consumed, so nothing was judged"
     committed, _ = await group_offsets(sasl_broker.plaintext, topics.group, topics.traces)

@@ -1,14 +1,11 @@
 """A kafka-local broker with its TLS listeners, for the tests that need one.
 
-``running_tls_broker(port, oauth, ...)`` stops whatever broker ran on ``port``, starts
-``KAFKA_PORT=port KAFKA_TLS=1 KAFKA_OAUTH_JWKS_URL=<oauth.jwks_url> scripts/kafka-local start``
-and stops it again afterwards; the token server must already serve, since the broker reads
-its JWKS while it starts. Wrap it in a fixture of the scope the test needs::
-
-    @pytest.fixture(scope="module")
-    def tls_broker() -> Iterator[TlsBroker]:
-        with OAuthServer() as oauth, running_tls_broker(9492, oauth) as broker:
-            yield broker
+``running_tls_broker(oauth)`` finds nine consecutive free ports, starts
+``KAFKA_PORT=<first> KAFKA_TLS=1 KAFKA_OAUTH_JWKS_URL=<oauth.jwks_url> scripts/kafka-local
+start`` on them, and stops it (its data removed) afterwards; the token server must already
+serve, since the broker reads its JWKS while it starts. The suite starts one, for the whole
+session (``tls_broker`` in ``tests/conftest.py``), for every module that needs a SASL, TLS or
+OAuth listener: a JVM start costs about 10 s on two cores.
 
 The listeners (``TlsBroker.addresses``, by the labels kafka-local prints) and the PEM files
 (``TlsBroker.file(name)``, names in ``scripts/kafka/certs.py``) are described in the header of
@@ -18,6 +15,8 @@ The listeners (``TlsBroker.addresses``, by the labels kafka-local prints) and th
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -43,6 +42,7 @@ class TlsBroker:
     username: str  # the SCRAM user of the sasl and sasl-ssl listeners
     password: str
     start_s: float  # how long ``kafka-local start`` took
+    port: int  # KAFKA_PORT: the plaintext listener's; the others follow it
 
     def file(self, name: str) -> str:
         """The path of one PEM file, e.g. ``file("ca.crt")``."""
@@ -67,14 +67,38 @@ def kafka_local_tls(command: str, port: int, extra: dict[str, str]) -> (
     )
 
 
+LISTENERS = 9  # kafka-local's ports with KAFKA_TLS=1: KAFKA_PORT .. KAFKA_PORT+8
+
+
+def free_port_block(count: int = LISTENERS) -> int:
+    """The first of ``count`` consecutive loopback ports that were all free a moment ago,
+    below the kernel's ephemeral range (where a client's own port could land on one)."""
+    for _ in range(200):
+        first = random.randrange(20_000, 32_000 - count)
+        if all(_is_free(port) for port in range(first, first + count)):
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 @contextmanager
-def running_tls_broker(port: int, oauth: OAuthServer, *, username: str = DEFAULT_USERNAME,
+def running_tls_broker(oauth: OAuthServer, port: int | None = None, *,
+                       username: str = DEFAULT_USERNAME,
                        password: str = DEFAULT_PASSWORD) -> Iterator[TlsBroker]:
-    """A TLS broker on ``port`` (ports port..port+8) validating ``oauth``'s tokens."""
+    """A TLS broker on ``port`` (ports port..port+8; free ones when None) validating
+    ``oauth``'s tokens; stopped and its data removed afterwards."""
+    port = free_port_block() if port is None else port
     extra = {"KAFKA_SASL_USERNAME": username, "KAFKA_SASL_PASSWORD": password,
              "KAFKA_OAUTH_JWKS_URL": oauth.jwks_url, "KAFKA_OAUTH_ISSUER": oauth.issuer,
              "KAFKA_OAUTH_AUDIENCE": oauth.audience}
-    kafka_local_tls("stop", port, extra)  # a leftover broker validates another JWKS URL
     began = time.monotonic()
     started = kafka_local_tls("start", port, extra)
     if started.returncode != 0:  # e.g. data formatted for other SCRAM credentials
@@ -90,6 +114,6 @@ def running_tls_broker(port: int, oauth: OAuthServer, *, username: str = DEFAULT
     tls_dir = Path(labels.pop("tls-dir"))
     try:
         yield TlsBroker({**labels, "plaintext": lines[-1]}, tls_dir, oauth, username, password,
-                        start_s)
+                        start_s, port)
     finally:
-        kafka_local_tls("stop", port, extra)
+        kafka_local_tls("reset", port, extra)

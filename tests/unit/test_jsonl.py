@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from consumer.evaluation.offline import read_dataset, read_traces
+from consumer.evaluation.check import read_traces
+from consumer.evaluation.judge_eval import read_dataset
 from consumer.jsonl import numbered_lines, parse_labelled, read_labelled, read_text
 from consumer.load_sample import as_trace
 

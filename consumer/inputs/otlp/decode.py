@@ -29,7 +29,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status, TracesData
 
 from consumer.errors import DecodeError
-from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs import OtlpEncoding
 from consumer.inputs.otlp.json_spans import INVALID_IDS, Skipped, parse_otlp_json
 from consumer.inputs.otlp.salvage import salvage_traces_data
 from consumer.inputs.otlp.span_filter import (

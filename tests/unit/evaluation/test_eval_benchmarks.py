@@ -20,7 +20,7 @@ import pytest
 from consumer.cli import _parser, main
 from consumer.evaluation.benchmarks.scores import matches_judge
 from consumer.evaluation.benchmarks.sets import AGGREFACT, BENCHMARKS, HALUBENCH, Published
-from consumer.evaluation.offline import read_dataset
+from consumer.evaluation.judge_eval import read_dataset
 from consumer.judge.prompt import read_data
 from tests.unit.evaluation.conftest import Judge
 

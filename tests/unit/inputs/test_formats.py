@@ -10,7 +10,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from consumer.cli import _parser
 from consumer.errors import ConfigError
-from consumer.inputs.formats import FORMATS, FormatName, OtlpEncoding, file_formats, input_format
+from consumer.inputs import FormatName, OtlpEncoding
+from consumer.inputs.formats import FORMATS, file_formats, input_format
 from consumer.settings import load_settings
 from schemas.trace import TraceEvent
 

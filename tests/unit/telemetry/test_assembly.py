@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs import OtlpEncoding
 from consumer.inputs.otlp.decode import decode_otlp
 from consumer.pipeline.offsets import PartitionOffsets
 from consumer.telemetry.assembly import AssemblyLimits, TraceAssembly

@@ -8,7 +8,7 @@ from openinference.semconv.trace import SpanAttributes
 from opentelemetry.semconv.attributes import error_attributes, exception_attributes
 from opentelemetry.trace import Status, StatusCode
 
-from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs import OtlpEncoding
 from consumer.inputs.otlp import decode as otlp
 from consumer.inputs.otlp.decode import decode_otlp
 from consumer.rules.answered_without_tool import AnsweredWithoutTool

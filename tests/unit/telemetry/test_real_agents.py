@@ -16,7 +16,7 @@ from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from openinference.semconv.trace import OpenInferenceMimeTypeValues, SpanAttributes
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs import OtlpEncoding
 from consumer.inputs.otlp.decode import decode_otlp
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.telemetry.attributes import is_object_repr

@@ -11,7 +11,7 @@ from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from openinference.instrumentation.openai import OpenAIInstrumentor
 from opentelemetry.sdk.trace import ReadableSpan
 
-from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs import OtlpEncoding
 from consumer.inputs.otlp.decode import decode_otlp
 from consumer.telemetry.conventions import map_trace
 from consumer.telemetry.mapped_trace import MappedTrace

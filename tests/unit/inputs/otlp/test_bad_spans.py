@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from consumer.errors import DecodeError
-from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs import OtlpEncoding
 from consumer.inputs.otlp.decode import decode_otlp
 from consumer.telemetry.spans import DecodedRecord
 from tests.support.otel_spans import Recorder, otlp_json, otlp_proto, rag_trace

@@ -14,7 +14,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.sdk.trace import ReadableSpan
 
 from consumer.errors import DecodeError
-from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs import OtlpEncoding
 from consumer.inputs.otlp.decode import decode_otlp
 from consumer.inputs.otlp.json_spans import INVALID_IDS
 from consumer.inputs.otlp.values import MAX_ARRAY_ITEMS, MAX_ATTRIBUTE_CHARS, MAX_DEPTH

@@ -13,7 +13,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, TracesData
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
-from consumer.inputs.formats import OtlpEncoding
+from consumer.inputs import OtlpEncoding
 from consumer.inputs.otlp.decode import decode_otlp
 from consumer.inputs.otlp.span_filter import scopes_may_keep
 from consumer.inputs.otlp.values import MAX_DEPTH

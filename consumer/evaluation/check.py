@@ -1,0 +1,212 @@
+"""``groundedness check``: the rules of ``RULES`` on traces from a file, without Kafka.
+
+It reads traces, evaluates them concurrently (the judge holds at most
+``JUDGE_MAX_CONCURRENCY`` calls; at most ``max_in_flight`` traces are started ahead,
+``in_order.py``) and takes the results in input order. Every rule of ``RULES`` runs (with
+``TRACE_FILTER``, ``SAMPLE_RATE``, the answer cache and prices, as ``run``); it prints one
+verdict JSON line per trace and rule that applies, then on stderr a summary per rule, what was
+left out and why, and what the judge cost.
+
+It reads trace events (``trace_json``) or OpenTelemetry spans (``otlp_json``, assembled into
+traces by ``consumer.inputs.otlp.file``), one JSON document or JSON lines either way. ``auto``
+tells them apart by the first JSON object: OTLP JSON has ``resourceSpans``, a trace event
+never does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from consumer.cost.pricing import format_usd
+from consumer.cost.verdict_tally import Tally
+from consumer.errors import DecodeError
+from consumer.evaluation.in_order import evaluate_in_order
+from consumer.inputs.otlp.file import read_otlp_chunks
+from consumer.inputs.trace_json import decode_trace
+from consumer.jsonl import numbered_lines
+from consumer.rules.rule_set import Skip
+from consumer.settings import Settings
+from consumer.telemetry.origin import TraceOrigin
+from consumer.wiring import make_rules, max_in_flight
+from schemas.trace import TraceEvent
+from schemas.verdict import RULE
+
+EXIT_OK = 0
+EXIT_NOT_ALL_JUDGED = 1
+
+# How ``check`` names each reason a trace got no verdict (or no judged one).
+LEFT_OUT_LABELS: dict[Skip, str] = {
+    "empty_output": "empty output", "filtered": "filtered out (TRACE_FILTER)",
+    "sampled_out": "sampled out of judging (SAMPLE_RATE)"}
+
+CheckFormat = Literal["auto", "trace_json", "otlp_json"]
+_OTLP_KEYS = ("resourceSpans", "resource_spans")
+
+
+@dataclass(frozen=True, slots=True)
+class Numbered:
+    """A trace and the input line it came from (its first span's, for spans)."""
+
+    line: int
+    trace: TraceEvent
+    origin: TraceOrigin | None = None  # set for a trace assembled from spans
+
+
+@dataclass(slots=True)
+class CheckInput:
+    """What ``check`` read: traces to judge, in input order, and what it reports on stderr."""
+
+    traces: list[Numbered] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # not read: the exit code is 1
+    skipped: list[str] = field(default_factory=list)  # read, empty answer: no verdict
+
+
+def read_check_input(text: str, file_format: CheckFormat = "auto") -> CheckInput:
+    """The file's traces in ``file_format`` (``auto``: told by its first JSON object)."""
+    whole, chunks = _document_or_lines(text)
+    if isinstance(whole, list):
+        return CheckInput(problems=[
+            "the file is one JSON array: check reads one JSON object per line, or one "
+            "JSON object (a trace event, or an OTLP TracesData)"])
+    if not chunks:
+        return CheckInput(problems=["the file holds no trace"])
+    if file_format == "auto":
+        file_format = "otlp_json" if _looks_like_otlp(whole, chunks) else "trace_json"
+    if file_format == "otlp_json":
+        otlp = read_otlp_chunks(chunks)
+        traces = [Numbered(item.line, item.candidate.trace, item.candidate.origin)
+                  for item in otlp.traces]
+        return CheckInput(traces, otlp.problems, otlp.skipped)
+    events, problems = _decode_events(chunks)
+    found = CheckInput(problems=problems)
+    for item in events:
+        if item.trace.has_output:
+            found.traces.append(item)
+        else:
+            found.skipped.append(f"line {item.line}: trace {item.trace.trace_id!r} has an "
+                                 "empty output: not evaluated, no verdict")
+    return found
+
+
+def read_traces(text: str) -> tuple[list[Numbered], list[str]]:
+    """The trace events in one JSON document or in JSON lines, and a message per unusable
+    line."""
+    return _decode_events(_document_or_lines(text)[1])
+
+
+def _document_or_lines(text: str) -> tuple[object, list[tuple[int, str]]]:
+    """The text parsed whole (None when it is not one JSON value), and the chunks to decode:
+    the text itself when it is one JSON object (pretty-printed over lines), else its lines."""
+    try:
+        whole = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+        whole = None
+    return whole, [(1, text)] if isinstance(whole, dict) else list(numbered_lines(text))
+
+
+def _decode_events(chunks: Iterable[tuple[int, str]]) -> tuple[list[Numbered], list[str]]:
+    traces: list[Numbered] = []
+    problems: list[str] = []
+    for number, chunk in chunks:
+        try:
+            traces.append(Numbered(number, decode_trace(chunk.encode("utf-8", "surrogatepass"))))
+        except DecodeError as exc:
+            hint = (" (OTLP JSON among trace events: the first line decides the format;"
+                    " --format otlp_json reads spans)") if _is_otlp_chunk(chunk) else ""
+            problems.append(f"line {number}: {exc.reason}{hint}")
+    return traces, problems
+
+
+def _is_otlp_chunk(chunk: str) -> bool:
+    try:
+        found = json.loads(chunk)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(found, dict) and any(key in found for key in _OTLP_KEYS)
+
+
+def _looks_like_otlp(whole: object, chunks: list[tuple[int, str]]) -> bool:
+    """Does the first JSON object (the whole document, or the first line that is one) have
+    ``resourceSpans``?"""
+    if isinstance(whole, dict):
+        return any(key in whole for key in _OTLP_KEYS)
+    for _, chunk in chunks:
+        try:
+            first = json.loads(chunk)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(first, dict):
+            return any(key in first for key in _OTLP_KEYS)
+    return False
+
+
+async def check(settings: Settings, text: str, file_format: CheckFormat = "auto") -> int:
+    """Print a verdict line per trace and rule that applies, in input order (a trace's in
+    ``RULES`` order), then a summary per rule on stderr; the exit code."""
+    # Refuses without an API key before reading, when RULES names groundedness.
+    rules = make_rules(settings)
+    found = read_check_input(text, file_format)
+    for message in (*found.problems, *found.skipped):
+        print(f"check: {message}", file=sys.stderr)
+    tally = Tally()  # the verdicts by rule, and the judge's tokens, cache hits and cost
+    left_out: Counter[Skip] = Counter({"empty_output": len(found.skipped)})
+    try:
+        results = evaluate_in_order(
+            (rules.evaluate(item.trace, origin=item.origin) for item in found.traces),
+            max_in_flight(settings),
+        )
+        async for found_for_trace in results:
+            if found_for_trace.skipped is not None:
+                left_out[found_for_trace.skipped] += 1
+            for evaluation in found_for_trace.evaluations:
+                tally.add(evaluation.verdict)
+                print(evaluation.verdict.model_dump_json(), flush=True)
+    finally:
+        await rules.close()
+    if found.traces:
+        lines = check_summary(rules.names, tally.by_rule, len(found.traces), left_out)
+        for line in (*lines, *cost_summary(rules.names, tally, left_out)):
+            print(f"check: {line}", file=sys.stderr)
+    return EXIT_NOT_ALL_JUDGED if tally.verdicts["error"] or found.problems else EXIT_OK
+
+
+def check_summary(rules: Sequence[str], counts: Counter[tuple[str, str]], traces: int,
+                  left_out: Counter[Skip] | None = None) -> list[str]:
+    """A line per rule: its verdicts, and the traces (of those with an answer) it did not
+    apply to; a trace ``TRACE_FILTER`` left out is no rule's, one ``SAMPLE_RATE`` left out
+    not the judge's."""
+    left_out = left_out or Counter()
+    lines = []
+    for rule in rules:
+        verdicts = [counts[rule, kind] for kind in ("pass", "fail", "error")]
+        line = "{}: {} pass, {} fail, {} error".format(rule, *verdicts)
+        seen = traces - left_out["filtered"] - (left_out["sampled_out"] if rule == RULE else 0)
+        if seen > sum(verdicts):
+            line += f", not applicable to {seen - sum(verdicts)} of {seen} traces"
+        lines.append(line)
+    return lines
+
+
+def cost_summary(rules: Sequence[str], tally: Tally, left_out: Counter[Skip]) -> list[str]:
+    """What the cost controls left out, by reason (when any was), and what the judge's
+    verdicts cost (with ``groundedness`` among the rules)."""
+    lines = []
+    reasons = [f"{left_out[reason]} {label}" for reason, label in LEFT_OUT_LABELS.items()
+               if left_out[reason]]
+    if reasons:
+        lines.append(f"left out: {', '.join(reasons)}")
+    if RULE in rules:
+        cost = tally.cost
+        spent = (format_usd(cost.cost_usd) if cost.cost_usd is not None
+                 else "no prices set (JUDGE_PRICE_*)")
+        lines.append(f"judge: {cost.verdicts} verdicts, {tally.cache_hits} from the cache, "
+                     f"{cost.total_tokens:,} tokens ({cost.prompt_tokens:,} prompt + "
+                     f"{cost.completion_tokens:,} completion), {spent}")
+    return lines
+
+
