@@ -7,6 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 KAFKA_PORT ?= 9092
+# pytest-xdist processes for `make test`: the integration tests mostly wait on the broker and
+# on worker subprocesses, so three keep two cores busy (about 5.5 min against 13 serially).
+TEST_WORKERS ?= 3
 
 .PHONY: venv lint test test-unit test-integration soak kafka-start kafka-stop demo schemas helm promtool prometheus bench clean
 
@@ -44,20 +47,23 @@ prometheus:
 
 # Unit and integration tests against a real broker started by scripts/kafka-local (which
 # finds one already running on KAFKA_PORT, and leaves it running: `make kafka-stop`).
-# tests/soak is not among them (pyproject's testpaths): `make soak`.
+# tests/soak is not among them (pyproject's testpaths): `make soak`. The modules on the
+# session's TLS broker share one xdist process (--dist loadgroup), so it starts once.
 test: venv lint helm promtool prometheus kafka-start
-	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q $(PYTEST_ARGS)
+	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q -n $(TEST_WORKERS) \
+		--dist loadgroup $(PYTEST_ARGS)
 
 # No broker: pure modules, in-memory stand-ins for Kafka, the judge on loopback.
 test-unit: venv
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
-# Against the same broker as `make test`; e.g. PYTEST_ARGS='-m "not slow"' skips the long ones.
+# Against the same broker as `make test`, one test at a time.
 test-integration: venv kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q tests/integration $(PYTEST_ARGS)
 
-# Minutes of steady span traffic through two workers with a SIGTERM, a SIGKILL and a judge
-# outage (tests/soak): every trace judged whole, and no more redone than the faults allow.
+# The soaks, one at a time (tests/soak): minutes of steady span traffic through two workers
+# with a SIGTERM, a SIGKILL and a judge outage; SIGKILLs at random moments; chaos; twelve
+# exactly-once stops; three replicas on one judge account; tokens expiring under load.
 soak: venv kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q tests/soak $(PYTEST_ARGS)
 

@@ -174,7 +174,7 @@ def pipeline_config(settings: Settings) -> PipelineConfig:
         max_uncommitted=max_uncommitted_spans(settings),
         drain_timeout_s=settings.drain_timeout_seconds,
         revoke_timeout_s=REVOKE_TIMEOUT_S,
-        spans=fmt,
+        input_format=fmt,
         assembly=assembly_limits(settings),
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from consumer.inputs import FormatName, OtlpEncoding
@@ -25,19 +26,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class EventFormat:
-    """Each record one trace event: ``decoder()`` takes its bytes to a ``TraceEvent``."""
+    """Each record one trace event: ``decoder()`` takes its value (None for a tombstone) to a
+    ``TraceEvent``, or raises ``DecodeError`` (the record is dead-lettered with its reason)."""
 
     name: FormatName
     in_files: bool  # ``check`` reads it from a file
+    decode: str = "consumer.inputs.trace_json:decode_trace"  # "module:function"
 
     @property
     def assembles(self) -> bool:
         return False
 
-    def decoder(self) -> Callable[[bytes], TraceEvent]:
-        from consumer.inputs.trace_json import decode_trace
-
-        return decode_trace
+    def decoder(self) -> Callable[[bytes | None], TraceEvent]:
+        module, _, function = self.decode.partition(":")
+        decode: Callable[[bytes | None], TraceEvent] = getattr(import_module(module), function)
+        return decode
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from consumer.inputs.formats import SpanFormat
+from consumer.inputs.formats import TRACE_JSON, EventFormat, Format, SpanFormat
 from consumer.kafka.partitions import Consumer, Partition
 from consumer.ops import metrics
 from consumer.pipeline.delivery.sink import Record, VerdictSink
@@ -70,7 +70,7 @@ class PipelineConfig:
     commit_interval_s: float = 0.2
     fetch_timeout_ms: int = 200
     final_commit_timeout_s: float = 5.0  # the drain's last commit, if the broker is away
-    spans: SpanFormat | None = None  # TRACES_FORMAT when it is a span format
+    input_format: Format = TRACE_JSON  # TRACES_FORMAT: a span format takes the span path
     assembly: AssemblyLimits = field(default_factory=AssemblyLimits)
 
 
@@ -94,7 +94,9 @@ class Pipeline:
         self._consumer = consumer
         self._read_progress = read_progress
         self._rules = rules
-        self._records = RecordPath(sink, rules)
+        fmt = config.input_format
+        self._records = (RecordPath(sink, rules, fmt.decoder()) if isinstance(fmt, EventFormat)
+                         else RecordPath(sink, rules))
         self._commit_offsets = commit
         self._config = config
         self._tracker: OffsetTracker[Hashable] = OffsetTracker()
@@ -106,10 +108,10 @@ class Pipeline:
         self._commit_lock = asyncio.Lock()
         self._spans: SpanPath | None = None
         self._overflow_logged_at = -float("inf")
-        if config.spans is not None:
+        if isinstance(fmt, SpanFormat):
             ends = read_to_end or (lambda tp: True)
             clock = FrontierClock(lambda tp: not self._paused and ends(tp))
-            self._spans = SpanPath(self._records, rules, config.spans, config.assembly,
+            self._spans = SpanPath(self._records, rules, fmt, config.assembly,
                                    self._tracker, self._tasks, clock,
                                    max_judging=config.max_in_flight)
         self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered/...

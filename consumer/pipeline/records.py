@@ -22,6 +22,7 @@ from consumer.ops import metrics
 from consumer.pipeline.delivery.sink import Record, VerdictSink
 from consumer.rules.groundedness.evaluator import Evaluation
 from consumer.rules.rule_set import RuleResults, RuleSet, Skip
+from schemas.trace import TraceEvent
 from schemas.verdict import Source
 
 log = structlog.get_logger(__name__)
@@ -36,9 +37,11 @@ class RecordPath:
     """Takes each record to its outcome; counts outcomes (verdicts of every rule by
     pass/fail/error, skipped, not_applicable, dead_lettered) and verdicts by rule."""
 
-    def __init__(self, sink: VerdictSink, rules: RuleSet) -> None:
+    def __init__(self, sink: VerdictSink, rules: RuleSet,
+                 decode: Callable[[bytes | None], TraceEvent] = decode_trace) -> None:
         self._sink = sink
         self._rules = rules
+        self._decode = decode  # an event format's (inputs/formats.py)
         # Exactly once, publishing only holds a verdict for the next commit, never waiting:
         # a trace's verdicts are then held in turn, and its record marked done, with no
         # commit in between (a commit takes every held outcome: never part of a trace's).
@@ -57,7 +60,7 @@ class RecordPath:
 
     async def _process(self, record: Record, bound: Any) -> None:
         try:
-            trace = decode_trace(record.value)
+            trace = self._decode(record.value)
         except DecodeError as exc:
             await self.dead_letter(record, exc.reason, bound)
             return

@@ -18,9 +18,6 @@ the token server whose JWKS its OIDC validator reads. The worker runs as a subpr
 from __future__ import annotations
 
 import asyncio
-import itertools
-import statistics
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +39,8 @@ from tests.support.workers import (
     worker_env,
 )
 
-pytestmark = pytest.mark.integration
+# One xdist worker runs every module of the session's TLS broker, so it starts once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("tls_broker")]
 
 WRONG_CLIENT_SECRET = "wrong-client-Secret-77"
 WRONG_KEY_PASSWORD = "wrong-key-Password-64"
@@ -334,70 +332,3 @@ async def test_a_secret_revoked_while_running_stops_the_worker_with_exit_code_2(
     # Refused while the token was valid: logged and retried (1 s doubling); then it stopped.
     assert 1 <= refused_requests <= 10, (refused_requests, log[-3000:])
     print(f"revoked: exit 2 after {refused_requests} refused token requests: {line}")
-
-
-
-REFRESH_LIFETIME_S = 20
-REFRESH_RUN_S = 180
-TRACES_PER_S = 10
-
-
-@pytest.mark.slow
-async def test_tokens_expiring_every_20_s_lose_and_duplicate_no_verdict_under_load(
-    tls_broker: TlsBroker, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
-) -> None:
-    """Three minutes of a steady stream while every token lives 20 s. The broker drops each
-    connection whose token expired; the worker fetches a new token and reconnects. Prints how
-    long the worker took to fetch a token, and the longest pause in the verdicts."""
-    _, server = fake_judge
-    oauth = tls_broker.oauth
-    topics = Topics.fresh("tls-refresh")
-    plaintext = tls_broker.addresses["plaintext"]
-    await create_topics(plaintext, topics, partitions=2)
-    total = REFRESH_RUN_S * TRACES_PER_S
-    values, scores, _ = scored_stream(total, empty_every=total + 1, prefix="refresh")
-    env = env_for(tls_broker, "oauth", topics, server.url, DELIVERY="exactly_once",
-                  LOG_LEVEL="info")
-    oauth.lifetime_s = REFRESH_LIFETIME_S
-    issued_before = oauth.tokens_issued
-    try:
-        async with (WorkerPool(tmp_path) as pool,
-                    VerdictCollector(plaintext, topics.verdicts) as got):
-            worker = await pool.start(env)
-            began = time.monotonic()
-            for second in range(REFRESH_RUN_S):
-                chunk = values[second * TRACES_PER_S:(second + 1) * TRACES_PER_S]
-                await produce(plaintext, topics.traces, chunk)
-                await asyncio.sleep(max(0.0, began + second + 1 - time.monotonic()))
-            assert await got.wait_for(set(scores), timeout_s=120), worker.log()[-3000:]
-            committed, ends = await wait_committed(plaintext, topics.group, topics.traces, 60)
-            assert worker.running, worker.log()[-3000:]
-            assert await worker.terminate() == 0, worker.log()[-3000:]
-    finally:
-        oauth.lifetime_s = 3600
-
-    counted = tally(got.verdicts, scores)
-    assert (len(counted.missing), counted.unexpected, counted.wrong, counted.duplicates) == (
-        0, set(), [], 0)
-    assert committed == ends
-    refreshes = oauth.tokens_issued - issued_before
-    assert refreshes >= REFRESH_RUN_S // REFRESH_LIFETIME_S - 1, refreshes
-    log = worker.log()
-    assert not tracebacks(log)
-    for marker in ("kafka_oauth_failed", "kafka_oauth_refresh_failed"):
-        assert marker not in log
-    for secret in secrets(tls_broker):
-        assert secret not in log
-
-    fetched = [event for event in worker.events() if event.get("event") == "kafka_oauth_token"]
-    assert len(fetched) == refreshes  # the worker's count agrees with the endpoint's
-    took = [float(event["took_ms"]) for event in fetched]
-    issued_at = [token.issued_at for token in oauth.issued[issued_before:]]
-    every = [b - a for a, b in itertools.pairwise(issued_at)]
-    gaps = [b - a for a, b in itertools.pairwise(got.arrived_at)]
-    errors = [event["event"][:80] for event in worker.events() if event.get("level") == "error"]
-    print(f"refresh: {refreshes} tokens in {REFRESH_RUN_S} s, one every "
-          f"{statistics.median(every):.1f} s (median); the worker's fetch took median "
-          f"{statistics.median(took):.1f} ms, max {max(took):.1f} ms; longest pause between "
-          f"verdicts {max(gaps) * 1000:.0f} ms; {len(errors)} error lines: "
-          f"{sorted(set(errors))[:5]}")

@@ -33,7 +33,8 @@ from scripts.kafka.certs import CLIENT_KEY_PASSWORD
 from tests.support.oauth_server import OAuthServer
 from tests.support.tls_material import TlsBroker, kafka_local_tls
 
-pytestmark = pytest.mark.integration
+# One xdist worker runs every module of the session's TLS broker, so it starts once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("tls_broker")]
 
 
 

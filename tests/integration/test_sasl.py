@@ -33,9 +33,10 @@ from tests.support.streams import (
     verdicts_by_trace,
 )
 from tests.support.tls_material import TlsBroker
-from tests.support.workers import REPO_ROOT, WorkerPool, tracebacks, worker_env
+from tests.support.workers import REPO_ROOT, WorkerPool, tracebacks, wait_committed, worker_env
 
-pytestmark = pytest.mark.integration
+# One xdist worker runs every module of the session's TLS broker, so it starts once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("tls_broker")]
 
 WRONG_PASSWORD = "not-the-Password-17"
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -95,13 +96,13 @@ async def test_worker_publishes_verdicts_over_sasl(
         records = await read_all(sasl_broker.plaintext, topics.verdicts, at_least=2,
                                  timeout_s=90)
         assert worker.running, worker.log()
-        await asyncio.sleep(1.0)  # let the worker commit its watermarks
+        committed, ends = await wait_committed(sasl_broker.plaintext, topics.group,
+                                               topics.traces, timeout_s=30)
         assert await worker.terminate() == 0
 
     verdicts = verdicts_by_trace(records)
     assert {t: [v["verdict"] for v in vs] for t, vs in verdicts.items()} == {
         "grounded": ["pass"], "ungrounded": ["fail"]}
-    committed, ends = await group_offsets(sasl_broker.plaintext, topics.group, topics.traces)
     assert committed == ends
     log = worker.log()
     assert sasl_broker.password not in log

@@ -77,7 +77,7 @@ class Harness:
         assembly = AssemblyLimits(**({"quiet_s": 0.05, "max_wait_s": 30.0} | limits))
         config = PipelineConfig(
             max_in_flight=max_in_flight, max_uncommitted=max_uncommitted, commit_interval_s=0,
-            fetch_timeout_ms=5, revoke_timeout_s=0.2, spans=OTLP_PROTO, assembly=assembly,
+            fetch_timeout_ms=5, revoke_timeout_s=0.2, input_format=OTLP_PROTO, assembly=assembly,
         )
         async def read_progress(partitions: Any) -> dict[TP, Progress]:
             return dict(inherited or {})

@@ -67,6 +67,8 @@ def kafka_local_tls(command: str, port: int, extra: dict[str, str]) -> (
     )
 
 
+# Not the ``random`` module's state: a test may seed it, and two runs would then pick the same.
+_RANDOM = random.SystemRandom()
 LISTENERS = 9  # kafka-local's ports with KAFKA_TLS=1: KAFKA_PORT .. KAFKA_PORT+8
 
 

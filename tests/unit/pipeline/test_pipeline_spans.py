@@ -254,11 +254,11 @@ def test_wiring_gives_span_formats_the_assembly_settings_and_a_wide_window(encod
     settings = Settings(traces_format=encoding, trace_quiet_seconds=2, trace_max_wait_seconds=9,
                         max_open_traces=50)
     config = wiring.pipeline_config(settings)
-    assert config.spans is not None
-    assert config.spans.name == encoding
+    assert config.input_format.name == encoding
+    assert config.input_format.assembles
     assert config.assembly == AssemblyLimits(quiet_s=2, max_wait_s=9, max_open_traces=50)
     assert config.max_uncommitted == max(wiring.max_uncommitted(settings), 1000, 100_000)
-    assert wiring.pipeline_config(Settings()).spans is None, "trace_json: the record path"
+    assert not wiring.pipeline_config(Settings()).input_format.assembles, "the record path"
 
 
 def _metric(name: str, **labels: str) -> float:

@@ -234,7 +234,7 @@ async def replay_in_memory(
     judge, sink = GatedJudge(), ListSink()
     judge.open(ANSWER)
     config = PipelineConfig(max_in_flight=max_in_flight, max_uncommitted=max_uncommitted,
-                            commit_interval_s=0, fetch_timeout_ms=5, spans=OTLP_PROTO,
+                            commit_interval_s=0, fetch_timeout_ms=5, input_format=OTLP_PROTO,
                             assembly=AssemblyLimits(**limits))
     # A dry run's rules judge with the estimating judge, and the counter takes them through.
     evaluator = Evaluator(EstimatingJudge("none") if dry_run else judge, 0.5, Limits())

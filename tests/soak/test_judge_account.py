@@ -22,7 +22,7 @@ from tests.support.workers import (
     worker_env,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
 
 RPM = 600  # the account's: 10 requests a second
 TRACES = 360  # about 36 s at the account's rate

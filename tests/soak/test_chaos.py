@@ -29,7 +29,7 @@ from tests.support.workers import (
     worker_env,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
 
 TRACES = 1500
 PARTITIONS = 6

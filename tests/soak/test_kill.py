@@ -32,7 +32,7 @@ from tests.support.workers import (
     worker_env,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
 
 TRACES = 3000
 PARTITIONS = 6
