@@ -18,11 +18,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from email.message import Message
 from email.parser import BytesHeaderParser
 from types import FrameType
@@ -38,12 +37,6 @@ BACKLOG = 128  # 64 clients connecting at once must not overflow the listen queu
 MAX_REQUEST_BYTES = 64 * 1024 * 1024  # aiohttp's default (1 MiB) is below a big prompt
 FORM_OVERHEAD_BYTES = 64 * 1024  # an upload's form around its file: boundaries, headers, purpose
 SHUTDOWN_S = 0.1  # how long stop() lets a request finish before cutting its connection
-CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
-MODEL_PATHS = ("/v1/models", "/models")
-FILES_PATHS = ("/v1/files", "/files")
-BATCHES_PATHS = ("/v1/batches", "/batches")
-FILE_PATH = re.compile(r"(?:/v1)?/files/([^/]+)(/content)?")
-BATCH_PATH = re.compile(r"(?:/v1)?/batches/([^/]+)(/cancel)?")
 BAD_JSON_MESSAGE = (
     "We could not parse the JSON body of your request. (HINT: This likely means you aren't "
     "using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was "
@@ -60,38 +53,65 @@ def judge_app(
         {"id": m, "object": "model", "created": 0, "owned_by": "local"} for m in models]}
     service = batches or BatchService(responder)
 
-    async def dispatch(request: web.Request) -> web.StreamResponse:
-        path = request.path.rstrip("/")
-        method = request.method
-        if method == "POST" and path in CHAT_PATHS:
-            return await _chat(responder, request)
-        if method == "GET" and path == "/healthz":
-            return _response(Reply(body={"ok": True}))
-        if method == "GET" and path in MODEL_PATHS:
-            return _response(Reply(body=listed))
-        if method == "POST" and path in FILES_PATHS:
-            return _response(await _upload(service, request))
-        if method == "GET" and (match := FILE_PATH.fullmatch(path)):
-            file_id, content = match.groups()
-            return _response(service.file_content(file_id) if content else service.file(file_id))
-        if method == "POST" and path in BATCHES_PATHS:
-            body = await _json_body(request)
-            return _response(service.create(body) if body is not None else _bad_json())
-        if method == "GET" and path in BATCHES_PATHS:
-            limit, after = request.query.get("limit", "20"), request.query.get("after")
-            return _response(service.list(int(limit) if limit.isdigit() else 20, after))
-        if match := BATCH_PATH.fullmatch(path):
-            batch_id, cancel = match.groups()
-            if method == "GET" and not cancel:
-                return _response(service.retrieve(batch_id))
-            if method == "POST" and cancel:
-                return _response(service.cancel(batch_id))
-        message = f"Unknown request URL: {method} {path}."
-        return _response(error_reply(404, message, code="unknown_url"))
+    async def chat(request: web.Request) -> web.StreamResponse:
+        return await _chat(responder, request)
 
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
-    app.router.add_route("*", "/{path:.*}", dispatch)
+    async def healthz(_: web.Request) -> web.StreamResponse:
+        return _response(Reply(body={"ok": True}))
+
+    async def list_models(_: web.Request) -> web.StreamResponse:
+        return _response(Reply(body=listed))
+
+    async def upload(request: web.Request) -> web.StreamResponse:
+        return _response(await _upload(service, request))
+
+    async def file(request: web.Request) -> web.StreamResponse:
+        return _response(service.file(request.match_info["file_id"]))
+
+    async def file_content(request: web.Request) -> web.StreamResponse:
+        return _response(service.file_content(request.match_info["file_id"]))
+
+    async def create_batch(request: web.Request) -> web.StreamResponse:
+        body = await _json_body(request)
+        return _response(service.create(body) if body is not None else _bad_json())
+
+    async def list_batches(request: web.Request) -> web.StreamResponse:
+        limit, after = request.query.get("limit", "20"), request.query.get("after")
+        return _response(service.list(int(limit) if limit.isdigit() else 20, after))
+
+    async def batch(request: web.Request) -> web.StreamResponse:
+        return _response(service.retrieve(request.match_info["batch_id"]))
+
+    async def cancel_batch(request: web.Request) -> web.StreamResponse:
+        return _response(service.cancel(request.match_info["batch_id"]))
+
+    routes = [("POST", "/chat/completions", chat), ("GET", "/models", list_models),
+              ("POST", "/files", upload), ("GET", "/files/{file_id}", file),
+              ("GET", "/files/{file_id}/content", file_content),
+              ("POST", "/batches", create_batch), ("GET", "/batches", list_batches),
+              ("GET", "/batches/{batch_id}", batch),
+              ("POST", "/batches/{batch_id}/cancel", cancel_batch)]
+    app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[_openai_not_found])
+    app.router.add_route("GET", "/healthz", healthz)
+    for method, path, handler in routes:
+        # OpenAI's paths, the same without /v1 (a base URL without it), and with a trailing
+        # slash: every spelling a client's base URL makes.
+        for spelling in (f"/v1{path}", path, f"/v1{path}/", f"{path}/"):
+            app.router.add_route(method, spelling, handler)
     return app
+
+
+@web.middleware
+async def _openai_not_found(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> web.StreamResponse:
+    """A path without a route, or without one for its method (OpenAI answers 404 there too,
+    not 405), in OpenAI's error shape."""
+    try:
+        return await handler(request)
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
+        message = f"Unknown request URL: {request.method} {request.path.rstrip('/')}."
+        return _response(error_reply(404, message, code="unknown_url"))
 
 
 async def _chat(responder: Responder, request: web.Request) -> web.StreamResponse:
