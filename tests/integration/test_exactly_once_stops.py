@@ -4,7 +4,7 @@ under load: tests/soak/test_exactly_once_stop_storm.py).
 A SIGTERM may land while a commit's transaction is in flight. aiokafka finishes ``EndTxn``
 on the broker even when the awaiting task is cancelled, so a worker that abandoned the commit
 would not know its outcomes were published, and would publish them again in the drain's
-transaction. A ``read_committed`` reader must see every verdict once, over many stops.
+transaction. A ``read_committed`` reader must see every verdict once.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Exactly once through rolling deploys: SIGTERM at random moments under load.
-
-A SIGTERM may land while a commit's transaction is in flight. aiokafka finishes ``EndTxn``
-on the broker even when the awaiting task is cancelled, so a worker that abandoned the commit
-would not know its outcomes were published, and would publish them again in the drain's
-transaction. A ``read_committed`` reader must see every verdict once, over many stops.
+"""Exactly once through a rolling deploy's worth of stops: twelve SIGTERMs at random moments
+under load, each followed by a restart; a ``read_committed`` reader sees every verdict once.
+The one stop aimed inside a commit: tests/integration/test_exactly_once_stops.py.
 """
 
 from __future__ import annotations
