@@ -76,7 +76,7 @@ def free_port_block(count: int = LISTENERS) -> int:
     """The first of ``count`` consecutive loopback ports that were all free a moment ago,
     below the kernel's ephemeral range (where a client's own port could land on one)."""
     for _ in range(200):
-        first = random.randrange(20_000, 32_000 - count)
+        first = _RANDOM.randrange(20_000, 32_000 - count)
         if all(_is_free(port) for port in range(first, first + count)):
             return first
     raise RuntimeError(f"no {count} consecutive free ports found")
