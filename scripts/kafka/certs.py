@@ -21,8 +21,9 @@ Bad material, one file set per failure a client must report:
     expired-client.crt/.key   a client certificate signed by the CA, expired a day ago
     mismatched-client.key     a key that is not client.crt's
 
-Every key is RSA 2048, every certificate lasts VALID_DAYS: `ensure` makes new material when
-it is missing or older than REFRESH_DAYS, so a long-lived data dir never serves expired files.
+trustme makes the CAs and certificates (every key RSA 2048). A CA lasts trustme's fixed years
+2000-3000, every other certificate VALID_DAYS: `ensure` makes new material when it is missing
+or older than REFRESH_DAYS, so a long-lived data dir never serves expired files.
 
 Usage: certs.py DIR   (fresh files into DIR, mode 0600, unless it has them; prints DIR)
 """
@@ -30,18 +31,14 @@ Usage: certs.py DIR   (fresh files into DIR, mode 0600, unless it has them; prin
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+import trustme
+from cryptography.hazmat.primitives import serialization
 
 VALID_DAYS = 30
 REFRESH_DAYS = 7
@@ -49,6 +46,7 @@ REFRESH_DAYS = 7
 CLIENT_KEY_PASSWORD = "client-key-Passw0rd"  # noqa: S105
 BROKER_HOSTS = ("127.0.0.1", "localhost")
 WRONG_HOST = "wrong-host.invalid"  # .invalid never resolves (RFC 2606)
+ORGANIZATION = "groundedness-worker tests"
 MARKER = "ca.crt"  # written last, so its presence means a complete set
 FILES = (
     "ca.crt", "broker.pem", "broker-wrong-host.pem", "broker-expired.pem",
@@ -56,103 +54,45 @@ FILES = (
     "untrusted-ca.crt", "untrusted-client.crt", "untrusted-client.key",
     "expired-client.crt", "expired-client.key", "mismatched-client.key",
 )
+# A CA or a certificate issued by one: both carry a key, each one certificate.
+Issued = trustme.CA | trustme.LeafCert
 
 
-@dataclass(frozen=True)
-class Issued:
-    """A private key and the certificate that goes with it."""
-
-    key: rsa.RSAPrivateKey
-    cert: x509.Certificate
+def make_ca(name: str) -> trustme.CA:
+    """A self-signed CA that signs leaves only (its name is the OU: trustme sets no CN)."""
+    return trustme.CA(path_length=0, organization_name=ORGANIZATION,
+                      organization_unit_name=name, key_type=trustme.KeyType.RSA)
 
 
-def _key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "groundedness-worker tests"),
-        x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-    ])
-
-
-def _validity(expired: bool) -> tuple[dt.datetime, dt.datetime]:
+def issue(ca: trustme.CA, common_name: str, *, hosts: Sequence[str] = (),
+          expired: bool = False) -> trustme.LeafCert:
+    """A leaf certificate signed by ``ca``, for ``hosts`` (its SAN; ``common_name`` when none:
+    trustme would write an empty SAN, which RFC 5280 forbids). trustme's leaves serve both
+    ends, server and client auth."""
     now = dt.datetime.now(dt.UTC)
-    if expired:
-        return now - dt.timedelta(days=VALID_DAYS), now - dt.timedelta(days=1)
     # A minute back: a client whose clock lags a little still accepts a fresh certificate.
-    return now - dt.timedelta(minutes=1), now + dt.timedelta(days=VALID_DAYS)
+    not_before, not_after = ((now - dt.timedelta(days=VALID_DAYS), now - dt.timedelta(days=1))
+                             if expired else
+                             (now - dt.timedelta(minutes=1), now + dt.timedelta(days=VALID_DAYS)))
+    # A fixed OU (trustme's is random): a client's principal stays the same across renewals.
+    return ca.issue_cert(*(hosts or (common_name,)), common_name=common_name,
+                         organization_name=ORGANIZATION, organization_unit_name="kafka-local",
+                         not_before=not_before, not_after=not_after,
+                         key_type=trustme.KeyType.RSA)
 
 
-def make_ca(common_name: str) -> Issued:
-    """A self-signed CA certificate."""
-    key = _key()
-    not_before, not_after = _validity(expired=False)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(_name(common_name))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                       critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return Issued(key, cert)
+def cert_pem(*issued: Issued) -> bytes:
+    """The certificates of ``issued``, in order (a leaf's own, not its chain)."""
+    return b"".join((item.cert_pem if isinstance(item, trustme.CA)
+                     else item.cert_chain_pems[0]).bytes() for item in issued)
 
 
-def _san(hosts: Sequence[str]) -> x509.SubjectAlternativeName:
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    return x509.SubjectAlternativeName(names)
-
-
-def issue(ca: Issued, common_name: str, *, hosts: Sequence[str] = (),
-          expired: bool = False) -> Issued:
-    """A leaf certificate signed by ``ca``: a server one when ``hosts`` (its SAN) are given,
-    else a client one."""
-    key = _key()
-    not_before, not_after = _validity(expired)
-    usage = ExtendedKeyUsageOID.SERVER_AUTH if hosts else ExtendedKeyUsageOID.CLIENT_AUTH
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
-            critical=False,
-        )
-    )
-    if hosts:
-        builder = builder.add_extension(_san(hosts), critical=False)
-    return Issued(key, builder.sign(ca.key, hashes.SHA256()))
-
-
-def key_pem(key: rsa.RSAPrivateKey, password: str | None = None) -> bytes:
+# What trustme cannot do: it writes keys in OpenSSL's traditional format, unencrypted. Kafka's
+# PEM keystore reads PKCS#8 only, and client-encrypted.key needs a password.
+def key_pem(issued: Issued, password: str | None = None) -> bytes:
     """PKCS#8, the one private key format Kafka's PEM keystore reads; encrypted when a
     password is given."""
+    key = serialization.load_pem_private_key(issued.private_key_pem.bytes(), password=None)
     encryption: serialization.KeySerializationEncryption = (
         serialization.BestAvailableEncryption(password.encode()) if password
         else serialization.NoEncryption()
@@ -161,13 +101,9 @@ def key_pem(key: rsa.RSAPrivateKey, password: str | None = None) -> bytes:
                              encryption)
 
 
-def cert_pem(*certs: x509.Certificate) -> bytes:
-    return b"".join(cert.public_bytes(serialization.Encoding.PEM) for cert in certs)
-
-
-def keystore_pem(leaf: Issued, ca: Issued) -> bytes:
+def keystore_pem(leaf: trustme.LeafCert, ca: trustme.CA) -> bytes:
     """Key, then the certificate chain (leaf first): a Kafka ``ssl.keystore.type=PEM`` file."""
-    return key_pem(leaf.key) + cert_pem(leaf.cert, ca.cert)
+    return key_pem(leaf) + cert_pem(leaf, ca)
 
 
 def material() -> dict[str, bytes]:
@@ -184,17 +120,18 @@ def material() -> dict[str, bytes]:
         "broker.pem": keystore_pem(broker, ca),
         "broker-wrong-host.pem": keystore_pem(wrong_host, ca),
         "broker-expired.pem": keystore_pem(expired_broker, ca),
-        "client.crt": cert_pem(client.cert),
-        "client.key": key_pem(client.key),
-        "client-encrypted.key": key_pem(client.key, CLIENT_KEY_PASSWORD),
+        "client.crt": cert_pem(client),
+        "client.key": key_pem(client),
+        "client-encrypted.key": key_pem(client, CLIENT_KEY_PASSWORD),
         "client-key.password": CLIENT_KEY_PASSWORD.encode(),
-        "untrusted-ca.crt": cert_pem(untrusted_ca.cert),
-        "untrusted-client.crt": cert_pem(untrusted_client.cert),
-        "untrusted-client.key": key_pem(untrusted_client.key),
-        "expired-client.crt": cert_pem(expired_client.cert),
-        "expired-client.key": key_pem(expired_client.key),
-        "mismatched-client.key": key_pem(_key()),
-        MARKER: cert_pem(ca.cert),
+        "untrusted-ca.crt": cert_pem(untrusted_ca),
+        "untrusted-client.crt": cert_pem(untrusted_client),
+        "untrusted-client.key": key_pem(untrusted_client),
+        "expired-client.crt": cert_pem(expired_client),
+        "expired-client.key": key_pem(expired_client),
+        # Another certificate's key (RSA too, so OpenSSL says KEY_VALUES_MISMATCH).
+        "mismatched-client.key": key_pem(issue(ca, "groundedness-worker")),
+        MARKER: cert_pem(ca),
     }
     return files
 

@@ -67,9 +67,9 @@ class Pki:
 def pki() -> Pki:
     ca = certs.make_ca("cluster-ca")
     user = certs.issue(ca, KAFKA_USER)
-    return Pki(ca_crt=certs.cert_pem(ca.cert), user_crt=certs.cert_pem(user.cert),
-               user_key=certs.key_pem(user.key),
-               encrypted_key=certs.key_pem(user.key, KEY_PASSWORD))
+    return Pki(ca_crt=certs.cert_pem(ca), user_crt=certs.cert_pem(user),
+               user_key=certs.key_pem(user),
+               encrypted_key=certs.key_pem(user, KEY_PASSWORD))
 
 
 @pytest.fixture(scope="module")

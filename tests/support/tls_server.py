@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import trustme
 
 from scripts.kafka import certs
 
@@ -24,12 +25,12 @@ BROKER_HOSTS = ("127.0.0.1", "broker.test")  # not localhost: the hostname misma
 
 
 def write_cert(path: Path, issued: certs.Issued) -> str:
-    path.write_bytes(certs.cert_pem(issued.cert))
+    path.write_bytes(certs.cert_pem(issued))
     return str(path)
 
 
 def write_key(path: Path, issued: certs.Issued, password: str | None = None) -> str:
-    path.write_bytes(certs.key_pem(issued.key, password))
+    path.write_bytes(certs.key_pem(issued, password))
     return str(path)
 
 
@@ -38,7 +39,7 @@ class Pki:
     """Files of one run: the CA the worker trusts, broker and client certificates."""
 
     dir: Path
-    ca: certs.Issued
+    ca: trustme.CA
     cafile: str
     client_cert: str
     client_key: str  # encrypted with KEY_PASSWORD
@@ -46,7 +47,7 @@ class Pki:
     foreign_client_key: str
 
     def leaf(self, name: str, *, expired: bool = False,
-             ca: certs.Issued | None = None) -> tuple[str, str]:
+             ca: trustme.CA | None = None) -> tuple[str, str]:
         broker = certs.issue(ca or self.ca, "broker", hosts=BROKER_HOSTS, expired=expired)
         return (write_cert(self.dir / f"{name}.crt", broker),
                 write_key(self.dir / f"{name}.key", broker))
