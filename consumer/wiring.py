@@ -3,7 +3,7 @@ Kafka clients and the verdict sink.
 
 Every command builds what it needs here (``run`` in ``worker.py``, ``replay``, ``check`` and
 ``eval``, ``load-sample``); nothing else turns settings into objects. Kafka clients start
-through ``start`` (``stream.clients.start_client``: one failure map for all of them).
+through ``start`` (``kafka.clients.start_client``: one failure map for all of them).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings
 from consumer.telemetry.assembly import AssemblyLimits
 
-if TYPE_CHECKING:  # the classes only: their constructors are in stream/clients.py
+if TYPE_CHECKING:  # the classes only: their constructors are in kafka/clients.py
     from consumer.kafka.types import AIOKafkaConsumer, AIOKafkaProducer
     from consumer.pipeline.delivery.events.sink import Emitter, VerdictEvents
 
@@ -200,7 +200,7 @@ def create_reader(settings: Settings) -> AIOKafkaConsumer:
 async def start(
     client: Startable, settings: Settings, what: str, stop: asyncio.Event | None = None
 ) -> bool:
-    """Start a Kafka client (``stream.clients.start_client``): a refused login is a
+    """Start a Kafka client (``kafka.clients.start_client``): a refused login is a
     ConfigError; an unreachable broker is retried until ``stop`` if given, else a ConfigError."""
     return await start_client(client, what, bootstrap=settings.kafka_bootstrap_servers,
                               stop=stop)
@@ -270,7 +270,7 @@ ReadProgress = Callable[[Collection[Partition]], Awaitable[dict[Partition, Progr
 
 def committed_progress(consumer: AIOKafkaConsumer) -> ReadProgress:
     """The group's committed offsets of the partitions given, with their progress
-    (``stream/progress.py``); those never committed are left out. Raises what the
+    (``pipeline/progress.py``); those never committed are left out. Raises what the
     coordinator raised (exactly once's ownership retries)."""
 
     async def read(partitions: Collection[Partition]) -> dict[Partition, Progress]:

@@ -4,7 +4,7 @@ function that starts any of them.
 ``consumer.wiring`` builds every client through these constructors: the group consumer,
 replay's group-less reader, the producer and the transactional producers; the worker makes no
 admin client. Every client starts through ``start_client``, which applies the failure map
-(``kafka_errors.py``): a refused login is a configuration error (one line, exit code 2), an
+(``errors.py``): a refused login is a configuration error (one line, exit code 2), an
 unreachable broker is retried while the worker runs (or reported at once by a command).
 """
 

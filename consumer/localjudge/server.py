@@ -92,11 +92,12 @@ def judge_app(
               ("GET", "/batches/{batch_id}", batch),
               ("POST", "/batches/{batch_id}/cancel", cancel_batch)]
     app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[_openai_not_found])
-    app.router.add_route("GET", "/healthz", healthz)
+    # Trailing slashes are the path without them: every spelling a client's base URL makes.
+    slashes = "{trailing_slashes:/*}"
+    app.router.add_route("GET", f"/healthz{slashes}", healthz)
     for method, path, handler in routes:
-        # OpenAI's paths, the same without /v1 (a base URL without it), and with a trailing
-        # slash: every spelling a client's base URL makes.
-        for spelling in (f"/v1{path}", path, f"/v1{path}/", f"{path}/"):
+        # OpenAI's paths, and the same without /v1 (a base URL without it).
+        for spelling in (f"/v1{path}{slashes}", f"{path}{slashes}"):
             app.router.add_route(method, spelling, handler)
     return app
 

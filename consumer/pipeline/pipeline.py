@@ -24,7 +24,7 @@ group's rebalance timeout (``clients.REBALANCE_TIMEOUT_MS``), then commits its p
 member is expelled for waiting on its own work, and the next owner redoes what was cut.
 
 With ``TRACES_FORMAT=otlp_proto|otlp_json`` records are not judged one by one: they feed
-each partition's trace assembly, and closed traces are judged (``span_path.py``, which keeps
+each partition's trace assembly, and closed traces are judged (``spans.py``, which keeps
 the same order: an offset is done once every trace it fed is finished). The window then
 counts the closed traces being judged as in flight, and also pauses at ``MAX_OPEN_TRACES``.
 """
@@ -117,7 +117,7 @@ class Pipeline:
         self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered/...
         self.verdicts_by_rule = self._records.by_rule  # (rule, verdict) -> verdicts
         self.span_path = self._spans  # span formats: a replay sets its time and reads its counts
-        self.last_fetch_at: float | None = None  # monotonic; the liveness heartbeat (health.py)
+        self.last_fetch_at: float | None = None  # monotonic; liveness (health/monitor.py)
 
     # -- the fetch loop -------------------------------------------------------------------
 
@@ -332,7 +332,7 @@ class Pipeline:
         paused)."""
         return [tp for tp in self._consumer.assignment() if self._tracker.current(tp) is not None]
 
-    # -- one record (its way is record_path.py) ---------------------------------------------
+    # -- one record (its way is records.py) ---------------------------------------------
 
     async def _handle(self, tp: Partition, offsets: PartitionOffsets, record: Record) -> None:
         await self._records.handle(record)

@@ -6,7 +6,7 @@ record's offset is done once every trace it has spans of is finished (its verdic
 acknowledged, or it got none). So the watermark never passes the first record of an open
 trace; the commit's progress lists the records not done above it and the finished traces
 spread over them, and whoever reads the partition next (after a revoke or a restart)
-re-reads just those records, reassembling each open trace whole (``stream/progress.py``).
+re-reads just those records, reassembling each open trace whole (``pipeline/progress.py``).
 
 Records are decoded and added in the fetch loop, in offset order (the assembly needs that;
 decoding is CPU only); what is due by a record's arrival closes before it is added, so its
@@ -21,7 +21,7 @@ A closed trace is judged in its own task,
 kept in the pipeline's per-partition task set, so a revoke and the drain wait for it or
 cancel it as they do a record's task. The drain stops the timer first: open traces are not
 judged early; their records stay uncommitted and are reassembled after the restart. A
-closed trace's own way to its verdict is ``trace_path.py``'s.
+closed trace's own way to its verdict is ``traces.py``'s.
 
 The span metrics are counted here (``ops/metrics.py``), and the signs that a trace's spans
 are spread over partitions noticed (``split_traces.py``).

@@ -1,6 +1,6 @@
 """One closed trace's way (span formats): candidate -> judge -> verdict acknowledged.
 
-The span path's counterpart of ``record_path.py``: it never raises. A bug met while mapping or
+The span path's counterpart of ``records.py``: it never raises. A bug met while mapping or
 judging still gives the trace an acknowledged outcome, an ``error`` verdict of type
 ``internal_error`` for each rule, so that no record is committed without one; only if even
 that fails to publish is the trace finished with none, counted ``failed``.

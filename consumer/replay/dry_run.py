@@ -25,12 +25,13 @@ the prompts with every answer at its whole allowance (``estimate.cost_usd``). On
 sample with the local judge (54-token answers, against a 400-token allowance) at 0.15 / 0.60
 USD, the dry run said $0.0865-$0.210 and the replay cost $0.106.
 
-A trace event topic's dry run classifies each record as ``record_path.py`` would (``DryRun.add``).
-A span topic's runs the very ``Pipeline`` and ``SpanPath`` the replay runs, so the same records
-close the same traces at the same moments, early ones included; only a closed trace's way
-differs: ``TraceCounter`` takes the place of ``trace_path.py``'s, classifying it as that would
-(no candidate, empty answer, or through the rules). The pipeline's sink (``NullSink``) sends
-nothing: a record that would be dead-lettered is counted by the pipeline as usual.
+A trace event topic's dry run classifies each record as ``pipeline/records.py`` would
+(``DryRun.add``). A span topic's runs the very ``Pipeline`` and ``SpanPath`` the replay runs,
+so the same records close the same traces at the same moments, early ones included; only a
+closed trace's way differs: ``TraceCounter`` takes the place of ``pipeline/traces.py``'s,
+classifying it as that would (no candidate, empty answer, or through the rules). The
+pipeline's sink (``NullSink``) sends nothing: a record that would be dead-lettered is counted
+by the pipeline as usual.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class DryRun:
 
 class TraceCounter:
     """A span topic's dry run: each closed trace counted as ``TracePath`` would take it
-    (``stream/span_path.ClosedTraces``), through the rules, nothing judged."""
+    (``pipeline/spans.ClosedTraces``), through the rules, nothing judged."""
 
     def __init__(self, dry: DryRun) -> None:
         self.dry = dry

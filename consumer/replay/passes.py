@@ -73,7 +73,7 @@ class ReplayRequest:
     dry_run: bool = False
     # The dry run's estimate without JUDGE_PRICE_*: every estimated token at this price.
     price_per_million_tokens: float = DEFAULT_PRICE_PER_MILLION_TOKENS
-    batch: bool = False  # the judge's requests through the Batch API (``replay_batch.py``)
+    batch: bool = False  # the judge's requests through the Batch API (``batch/command.py``)
     batch_state: Path | None = None  # its state file; None: named after the window, here
 
     def describe(self, complete: bool) -> dict[str, Any]:

@@ -5,9 +5,9 @@ Replaying spans runs the same ``Pipeline`` and ``SpanPath`` as ``run``, with the
 close the same traces however fast they are read, and no trace waits
 ``TRACE_QUIET_SECONDS`` of wall time. Traces open only inside each partition's window: the
 window reads on past its stop until they close, and starts with a lead-in that tells which
-traces began before it (``replay_window.py``). At ``MAX_OPEN_TRACES`` the traces due next
+traces began before it (``window.py``). At ``MAX_OPEN_TRACES`` the traces due next
 close early, as records are added. A dry run is the same pipeline with its closed traces
-counted instead of judged (``replay_dry_run.py``).
+counted instead of judged (``dry_run.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""A replay's summary and its table: the counted verdicts (``replay_tally.py``), or a dry
-run's counts and estimate (``replay_dry_run.py``), and a span topic's traces and spans.
+"""A replay's summary and its table: the counted verdicts (``cost/verdict_tally.py``), or a dry
+run's counts and estimate (``dry_run.py``), and a span topic's traces and spans.
 
 ``pass``, ``fail`` and ``error`` are totals over every rule; ``rules`` gives each rule of
 ``RULES`` its own (a dry run: each deterministic rule's, run for real, and how many traces

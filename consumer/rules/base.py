@@ -8,7 +8,7 @@ Two kinds, told apart by their evaluation, because what can happen during it dif
 - ``JudgedRule.evaluate(trace, origin, source) -> Evaluation``: async, a model call behind the
   breaker, the slots and the rate limiter; it can give ``error`` and can hold while the judge
   is down for everyone. ``consumer.rules.groundedness.evaluator.Evaluator.evaluate`` does that work;
-  groundedness is this kind's one rule by a small adapter around it (``groundedness.py``)
+  groundedness is this kind's one rule by a small adapter around it (``groundedness/rule.py``)
   that adds a name, a version and ``applies`` (an answer, the judge's only condition).
 
 One async method for both would make every caller of a deterministic rule (the pipeline, a

@@ -1,7 +1,7 @@
 """Where an answer cites its sources: the default markers, and the retrieved documents' ids,
 titles and URLs named in it (pure).
 
-The default markers, matched in the answer's prose (``prose.py``: code blanked first):
+The default markers, matched in the answer's prose (``markdown_code.py``: code blanked first):
 
 ===================  ====================================================================
 ``[1]`` ``[1, 2]``   one to three digits from 1, commas, semicolons or dashes between;

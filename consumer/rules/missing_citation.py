@@ -3,7 +3,7 @@
 Applies to a trace with an answer and retrieved documents; a trace from spans whose documents
 are the model's prompt (no retriever recorded any: ``context_source`` ``llm_input``) has none.
 Passes when the answer's prose holds a citation marker or names a retrieved document by id,
-title or URL (``citations.py``), code aside (``prose.py``). ``CITATION_PATTERN``, when set,
+title or URL (``citations.py``), code aside (``markdown_code.py``). ``CITATION_PATTERN``, when set,
 replaces all of that: a match of it in the prose is then the only citation, for a team whose
 answers cite in a house style (``{{cite:kb-17}}``) and whose bare URLs are not citations.
 

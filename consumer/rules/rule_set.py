@@ -1,6 +1,6 @@
 """The rules ``RULES`` names, run on one trace: one verdict per rule that applies.
 
-``groundedness`` is the judge (``groundedness.py``, a ``JudgedRule``); the others are
+``groundedness`` is the judge (``groundedness/rule.py``, a ``JudgedRule``); the others are
 deterministic rules from the registry. Every command that judges (``run``, ``replay``,
 ``check``, ``eval``) takes one of these, so what a trace gets is decided in one place: no
 rule applies to a trace without an answer, ``groundedness`` to every other, and each

@@ -2,7 +2,7 @@
 
 The caller feeds every fetched record (``add``), asks on a timer which traces are ready
 (``due``), judges them, and reports each outcome once acknowledged (``finished``); ``add`` and
-``finished`` return the offsets that are then done, for ``stream/offsets.PartitionOffsets``.
+``finished`` return the offsets that are then done, for ``pipeline/offsets.PartitionOffsets``.
 
 When a trace is ready (DESIGN.md, "Telemetry input"): its root arrived (kept, or dropped as an
 HTTP span) and none of its spans for ``quiet_s`` -> ``quiet``; else ``max_wait_s`` after its
@@ -11,7 +11,7 @@ fetching more, so a full assembly (partitions paused) still drains: no deadlock.
 
 Offsets: a record's offset is done only when every trace it has spans of (kept or not) is
 finished. The watermark (the lowest offset not done) then never passes the first record of an
-open or unfinished trace, and the commit's progress (``stream/progress.py``) lists every
+open or unfinished trace, and the commit's progress (``pipeline/progress.py``) lists every
 record not done above it: a restart or a new owner re-reads exactly those, and reassembles
 each open trace from all its spans. A record that fed no open trace (no span of one, or only
 late ones) is done at once.
@@ -64,7 +64,7 @@ class AssemblyLimits:
     quiet_s: float = 10.0  # TRACE_QUIET_SECONDS
     max_wait_s: float = 120.0  # TRACE_MAX_WAIT_SECONDS
     max_open_traces: int = 10_000  # MAX_OPEN_TRACES: past it, the oldest closes
-    max_spans_per_trace: int = 1_000  # GenAI spans kept per trace (``kept_spans.py``)
+    max_spans_per_trace: int = 1_000  # GenAI spans kept per trace (``bounded_spans.py``)
     max_bytes_per_trace: int = 8 * 2**20  # and their estimated size
     max_held_bytes: int = 256 * 2**20  # all open traces' kept spans: past it, the oldest closes
     # Closed trace ids, and roots of traces not yet open: each, per worker (``SpanPath``
@@ -81,7 +81,7 @@ class ClosedTrace:
     root_seen: bool
     closed_by: ClosedBy
     span_count: int  # its spans the records carried since it opened: kept, capped, non-GenAI
-    capped: int  # GenAI spans not kept: over the trace's bounds (``kept_spans.py``)
+    capped: int  # GenAI spans not kept: over the trace's bounds (``bounded_spans.py``)
     first_offset: int  # the record of its first kept span: the verdict's ``source``
     let_go: frozenset[str] = frozenset()  # ids of the GenAI spans not kept (so far as known)
 
@@ -138,7 +138,7 @@ class TraceAssembly:
         self._before_window = RecentIds(limits.max_remembered_ids)  # begun in the lead-in
         self._last_offset: int | None = None
         self._now = float("-inf")
-        self.held_bytes = 0  # the open traces' kept spans, estimated (``kept_spans.py``)
+        self.held_bytes = 0  # the open traces' kept spans, estimated (``bounded_spans.py``)
 
     @property
     def open_count(self) -> int:
@@ -256,7 +256,7 @@ class TraceAssembly:
     def close_next(self) -> list[ClosedTrace]:
         """Close the trace(s) due next, whatever the time, labelled as they would close then
         (and counted ``closed_early``): for a replay at ``MAX_OPEN_TRACES``, whose log time
-        cannot pass while it waits for them (``stream/span_path.SpanPath._close_to_limit``)."""
+        cannot pass while it waits for them (``pipeline/spans.SpanPath._close_to_limit``)."""
         at = self.next_due_at()
         return [] if at is None else self._early(self._ready(at))
 
@@ -281,7 +281,7 @@ class TraceAssembly:
 
     def inherit(self, keys: frozenset[bytes]) -> None:
         """Traces a previous owner judged that still have spans in records read again
-        (``stream/progress.Progress.closed``): their spans are late here."""
+        (``pipeline/progress.Progress.closed``): their spans are late here."""
         self._inherited = keys
 
     def closed_keys(self) -> list[bytes]:

@@ -15,7 +15,7 @@ second copy of a retrieved document or an answer would change what the judge rea
 
 Sizes are estimates of the Python objects held (``sys.getsizeof`` of each text, plus a dict
 entry's cost), cheap enough for the few spans kept; the decoder has already cut each value
-(``otlp_values.py``).
+(``inputs/otlp/values.py``).
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ class FrontierClock:
 
 
 class LogEnds(Protocol):
-    """Where a replay's reading of each partition ends (``commands/replay_window.Window``)."""
+    """Where a replay's reading of each partition ends (``replay/window.Window``)."""
 
     def read_through(self, partition: Hashable, last_added: int | None) -> bool:
         """Was the partition read to its end, and every record handed on added (the last one

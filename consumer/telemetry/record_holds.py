@@ -5,7 +5,7 @@ A record is held by every open or unfinished trace with a span in it; it is done
 is left. A trace that finished while a record it has spans in is still held (by another
 trace) is *spread* there: a new owner re-reads that record, and must take the finished
 trace's spans in it for late ones, not open the trace again from them. The spread traces go
-into the commit's metadata (``stream/progress.py``); a trace stops being spread once every
+into the commit's metadata (``pipeline/progress.py``); a trace stops being spread once every
 record it has spans in is done.
 """
 

@@ -1,6 +1,6 @@
 """Certificate files of one test run (made by ``scripts/kafka/certs.py``, as the test brokers'
 are) and a TLS server on loopback that only shakes hands: for the worker's TLS failures
-without a broker (``tests/unit/test_kafka_security*.py``)."""
+without a broker (``tests/unit/kafka/test_security*.py``)."""
 
 from __future__ import annotations
 

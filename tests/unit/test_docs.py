@@ -77,3 +77,33 @@ def test_the_architecture_tree_lists_every_module() -> None:
 def test_every_variable_is_documented() -> None:
     config = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert sorted(v for v in WORKER_VARS if f"`{v}`" not in config) == []
+
+
+MENTION = re.compile(r"`{1,2}([\w./*-]*\w\.py)`{1,2}")
+# ``folder/module.Name`` (not ``folder/file.md``)
+DOTTED = re.compile(r"``((?:\w+/)+\w+)\.(?!(?:md|json|jsonl|yaml|yml|toml|txt)``)[A-Za-z_][\w.]*``")
+
+
+def test_every_module_named_in_code_and_docs_exists() -> None:
+    """A ``name.py`` (or ``folder/name.py``) named in a docstring, a comment or a page is a
+    file of the repo: a module renamed or moved must not leave its old name behind."""
+    files = [str(p.relative_to(ROOT)) for folder in ("consumer", "schemas", "scripts",
+                                                      "benchmarks", "tests")
+             for p in (ROOT / folder).rglob("*.py")]
+    sources = [*PAGES, *(ROOT / "consumer").rglob("*.py"), *(ROOT / "scripts").rglob("*.py")]
+    stale = sorted(
+        f"{source.relative_to(ROOT)}: {name}"
+        for source in sources
+        for name in set(MENTION.findall(source.read_text(encoding="utf-8")))
+        if "*" not in name and name not in PLANNED
+        and not any(f == name or f.endswith("/" + name) for f in files)
+    )
+    dotted = sorted(
+        f"{source.relative_to(ROOT)}: {name}"
+        for source in sources
+        for name in set(DOTTED.findall(source.read_text(encoding="utf-8")))
+        if not (ROOT / name).exists()
+        and not any(f.endswith(f"{name}.py") or f.endswith(f"{name}/__init__.py") for f in files)
+    )
+    assert stale == []
+    assert dotted == []

@@ -70,7 +70,7 @@ class TransactionalSink:
         self._topics = topics
         self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
         # By input offset; a list: a record of spans can be the first record of many traces,
-        # each with its verdict (``stream/span_path.py``).
+        # each with its verdict (``pipeline/spans.py``).
         self._outcomes: dict[TopicPartition, dict[int, list[_Outcome]]] = {}
         self._stopping: set[asyncio.Task[None]] = set()  # lost producers, being stopped
         self.on_lost: LostPartition = lambda tp: None  # set by the owner of the partitions

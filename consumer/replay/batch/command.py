@@ -6,8 +6,8 @@ The window is read twice, through the replay's own pipeline and rules (``replay.
 the same verdict ids, on ``trace_json`` and span topics alike); only the judge differs:
 
 1. **collect**: the window goes through as a dry run does, with ``CollectingJudge``
-   (``batch_judges.py``) as the judge: each request it is asked is spooled to disk as one
-   batch line (``batch_spool.py``), under the digest of what the judge sees, so identical
+   (``judges.py``) as the judge: each request it is asked is spooled to disk as one
+   batch line (``spool.py``), under the digest of what the judge sees, so identical
    requests make one line. Nothing is published; each verdict id's request is noted.
 2. **batch**: ``BatchRunner`` (``consumer/replay/batch/``) plans, uploads, creates and polls the
    batches, recording each step in the state file (``--batch-state``, by default named after

@@ -9,9 +9,10 @@ import time
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from consumer.localjudge.replies import Reply
-from consumer.localjudge.server import JudgeServer
+from consumer.localjudge.server import JudgeServer, judge_app
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None,
@@ -87,3 +88,24 @@ def test_a_delayed_answer_waits_then_stop_cuts_one_still_waiting() -> None:
         connection.getresponse()
     connection.close()
     assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.parametrize(("method", "path", "status"), [
+    ("GET", "/healthz", 200), ("GET", "/healthz/", 200), ("GET", "/v1/models//", 200),
+    ("GET", "/models", 200), ("POST", "/v1/models", 404), ("HEAD", "/healthz", 404),
+    ("GET", "/v1/files/f-1/content/", 404), ("POST", "/batches/b-1/cancel", 404),
+    ("GET", "/", 404), ("GET", "/v2/models", 404),
+])
+async def test_every_spelling_of_a_route_and_every_unknown_one(method: str, path: str,
+                                                               status: int) -> None:
+    """Trailing slashes are the path without them; a path or method without a route is
+    OpenAI's 404 (not aiohttp's 405), and a known route's own 404 keeps its message."""
+    app = judge_app(lambda body: Reply(body={}), ("local-judge",))
+    async with TestClient(TestServer(app)) as client:
+        response = await client.request(method, path)
+        body = await response.text()
+    assert response.status == status
+    if status == 404 and method != "HEAD":
+        error = json.loads(body)["error"]
+        unknown = path.rstrip("/").startswith(("/v2", "/v1/models")) or path == "/"
+        assert (error.get("code") == "unknown_url") == unknown, error
