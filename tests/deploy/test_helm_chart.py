@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from consumer.inputs.formats import FORMATS
 from consumer.rules.registry import KNOWN_RULES
 from consumer.settings import load_settings
 from tests.support.contract import OTEL_SDK_VARS, WORKER_VARS
@@ -574,6 +575,22 @@ def test_the_chart_knows_the_workers_rules() -> None:
     assert tuple(schema["properties"]["rules"]["items"]["enum"]) == KNOWN_RULES
     helpers = (CHART / "templates" / "_helpers.tpl").read_text(encoding="utf-8")
     assert f"\n{', '.join(KNOWN_RULES)}\n" in helpers
+
+
+def test_the_chart_knows_the_workers_input_formats() -> None:
+    # A format added to the registry but not to the chart would be refused by the chart.
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    found = [node["tracesFormat"]["enum"] for node in _objects(schema) if "tracesFormat" in node]
+    assert found == [list(FORMATS)]
+
+
+def _objects(node: object) -> list[dict[str, Any]]:
+    """Every JSON object in ``node``, depth first."""
+    if isinstance(node, dict):
+        return [node, *(o for value in node.values() for o in _objects(value))]
+    if isinstance(node, list):
+        return [o for value in node for o in _objects(value)]
+    return []
 
 
 # --- specific combinations ---

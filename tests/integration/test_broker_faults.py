@@ -27,7 +27,8 @@ from tests.support.workers import (
     worker_env,
 )
 
-pytestmark = pytest.mark.integration
+# One xdist process runs the module, so its broker (a JVM) starts once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("broker_faults")]
 
 TRACES = 1500
 PARTITIONS = 6

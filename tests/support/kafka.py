@@ -6,33 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
-import socket
 from collections.abc import Iterator
 
 from scripts.kafka.broker import KAFKA_LOCAL, START_TIMEOUT_S, STOP_TIMEOUT_S, kafka_local
+from tests.support.ports import free_port_block
 
 __all__ = ["KAFKA_LOCAL", "START_TIMEOUT_S", "STOP_TIMEOUT_S", "free_port_pair",
            "kafka_local", "kafka_local_async", "own_kafka_local"]
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port_pair() -> int:
     """A port P with P and P+1 free (kafka-local's PLAINTEXT and controller ports)."""
-    rng = random.Random()
-    for _ in range(200):
-        port = rng.randrange(20000, 30000)
-        if _free(port) and _free(port + 1):
-            return port
-    raise RuntimeError("no two free consecutive ports")
+    return free_port_block(2)
 
 
 async def kafka_local_async(command: str, port: int) -> None:

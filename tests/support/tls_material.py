@@ -15,8 +15,6 @@ The listeners (``TlsBroker.addresses``, by the labels kafka-local prints) and th
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,6 +24,7 @@ from pathlib import Path
 
 from tests.support.kafka import KAFKA_LOCAL, START_TIMEOUT_S, STOP_TIMEOUT_S
 from tests.support.oauth_server import OAuthServer
+from tests.support.ports import free_port_block
 
 DEFAULT_USERNAME = "tls-test-user"
 DEFAULT_PASSWORD = "tls-test-Secret-58"  # a test secret: tests grep outputs for it
@@ -67,28 +66,7 @@ def kafka_local_tls(command: str, port: int, extra: dict[str, str]) -> (
     )
 
 
-# Not the ``random`` module's state: a test may seed it, and two runs would then pick the same.
-_RANDOM = random.SystemRandom()
 LISTENERS = 9  # kafka-local's ports with KAFKA_TLS=1: KAFKA_PORT .. KAFKA_PORT+8
-
-
-def free_port_block(count: int = LISTENERS) -> int:
-    """The first of ``count`` consecutive loopback ports that were all free a moment ago,
-    below the kernel's ephemeral range (where a client's own port could land on one)."""
-    for _ in range(200):
-        first = _RANDOM.randrange(20_000, 32_000 - count)
-        if all(_is_free(port) for port in range(first, first + count)):
-            return first
-    raise RuntimeError(f"no {count} consecutive free ports found")
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 @contextmanager
@@ -97,7 +75,7 @@ def running_tls_broker(oauth: OAuthServer, port: int | None = None, *,
                        password: str = DEFAULT_PASSWORD) -> Iterator[TlsBroker]:
     """A TLS broker on ``port`` (ports port..port+8; free ones when None) validating
     ``oauth``'s tokens; stopped and its data removed afterwards."""
-    port = free_port_block() if port is None else port
+    port = free_port_block(LISTENERS) if port is None else port
     extra = {"KAFKA_SASL_USERNAME": username, "KAFKA_SASL_PASSWORD": password,
              "KAFKA_OAUTH_JWKS_URL": oauth.jwks_url, "KAFKA_OAUTH_ISSUER": oauth.issuer,
              "KAFKA_OAUTH_AUDIENCE": oauth.audience}
