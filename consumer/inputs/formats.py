@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from importlib import import_module
 from typing import TYPE_CHECKING
 
@@ -33,10 +34,6 @@ class EventFormat:
     in_files: bool  # ``check`` reads it from a file
     decode: str = "consumer.inputs.trace_json:decode_trace"  # "module:function"
 
-    @property
-    def assembles(self) -> bool:
-        return False
-
     def decoder(self) -> Callable[[bytes | None], TraceEvent]:
         module, _, function = self.decode.partition(":")
         decode: Callable[[bytes | None], TraceEvent] = getattr(import_module(module), function)
@@ -50,15 +47,10 @@ class SpanFormat:
     name: OtlpEncoding
     in_files: bool
 
-    @property
-    def assembles(self) -> bool:
-        return True
-
     def decoder(self) -> Callable[[bytes], DecodedRecord]:
         from consumer.inputs.otlp.decode import decode_otlp
 
-        encoding = self.name
-        return lambda value: decode_otlp(value, encoding)
+        return partial(decode_otlp, encoding=self.name)  # no frame of ours per record
 
 
 Format = EventFormat | SpanFormat

@@ -24,7 +24,7 @@ from consumer import wiring
 from consumer.cost.pricing import DEFAULT_PRICE_PER_MILLION_TOKENS
 from consumer.cost.verdict_tally import Tally
 from consumer.errors import ConfigError
-from consumer.inputs.formats import input_format
+from consumer.inputs.formats import SpanFormat, input_format
 from consumer.kafka import compat as aiokafka_compat
 from consumer.kafka.partitions import Partition
 from consumer.kafka.types import AIOKafkaConsumer, KafkaError, TopicPartition
@@ -151,7 +151,7 @@ async def open_reading(settings: Settings, request: ReplayRequest) -> AsyncItera
     reader = wiring.create_reader(settings)
     try:
         await wiring.start(reader, settings, "replay reader")
-        span_topic = input_format(settings.traces_format).assembles
+        span_topic = isinstance(input_format(settings.traces_format), SpanFormat)
         start_ms = epoch_ms(request.start)
         end_ms = epoch_ms(request.end) if request.end else None
         # A span topic's lead-in: a trace begun up to its max wait before --from may still be

@@ -11,7 +11,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from consumer.cli import _parser
 from consumer.errors import ConfigError
 from consumer.inputs import FormatName, OtlpEncoding
-from consumer.inputs.formats import FORMATS, EventFormat, file_formats, input_format
+from consumer.inputs.formats import FORMATS, EventFormat, SpanFormat, file_formats, input_format
 from consumer.settings import load_settings
 from schemas.trace import TraceEvent
 
@@ -20,7 +20,8 @@ def test_the_registry_is_the_settings_literal() -> None:
     names = tuple(name for arg in get_args(FormatName)
                   for name in (get_args(arg) or (arg,)))
     assert tuple(FORMATS) == names
-    assert {name for name, fmt in FORMATS.items() if fmt.assembles} == set(get_args(OtlpEncoding))
+    spans = {name for name, fmt in FORMATS.items() if isinstance(fmt, SpanFormat)}
+    assert spans == set(get_args(OtlpEncoding))
 
 
 @pytest.mark.parametrize("name", list(FORMATS))

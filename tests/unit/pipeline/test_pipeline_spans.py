@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from structlog.testing import capture_logs
 
 from consumer import wiring
+from consumer.inputs.formats import SpanFormat
 from consumer.ops.metrics import REGISTRY
 from consumer.pipeline.progress import Commitment
 from consumer.settings import Settings
@@ -255,10 +256,11 @@ def test_wiring_gives_span_formats_the_assembly_settings_and_a_wide_window(encod
                         max_open_traces=50)
     config = wiring.pipeline_config(settings)
     assert config.input_format.name == encoding
-    assert config.input_format.assembles
+    assert isinstance(config.input_format, SpanFormat)
     assert config.assembly == AssemblyLimits(quiet_s=2, max_wait_s=9, max_open_traces=50)
     assert config.max_uncommitted == max(wiring.max_uncommitted(settings), 1000, 100_000)
-    assert not wiring.pipeline_config(Settings()).input_format.assembles, "the record path"
+    assert not isinstance(wiring.pipeline_config(Settings()).input_format, SpanFormat), (
+        "the record path")
 
 
 def _metric(name: str, **labels: str) -> float:
