@@ -46,14 +46,32 @@ class Span:
         return self.parent_span_id is None
 
 
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """A GenAI log record (``gen_ai.user.message``, ``gen_ai.choice``,
+    ``gen_ai.client.inference.operation.details``...): an event of its span, which assembly
+    joins to it (``log_events.py``), so that it is read as the span's own.
+
+    ``event.attributes`` are the record's attributes; its body, when it has one, is under
+    ``gen_ai.event.content`` (a key-value list as a dict, any other value as
+    ``{"content": value}``), where the span events of the same conventions keep theirs."""
+
+    trace_id: str  # 32 lowercase hex digits
+    span_id: str | None  # 16 lowercase hex digits; None when the record names no span
+    event: SpanEvent
+
+
 @dataclass(slots=True)
 class DecodedRecord:
-    """What one record carried: the kept GenAI spans, and counts of the rest."""
+    """What one record carried: the kept GenAI spans (or GenAI log records), and counts of
+    the rest."""
 
     kept: list[Span] = field(default_factory=list)
+    logs: list[LogEvent] = field(default_factory=list)  # a logs topic's GenAI records
     dropped: int = 0  # spans not kept: no GenAI content, or unreadable (counted in both)
     invalid: int = 0  # spans unreadable: no valid trace or span id, or a field that won't parse
     roots_seen: set[str] = field(default_factory=set)  # traces whose root span is in this record
-    spans_per_trace: dict[str, int] = field(default_factory=dict)  # every valid span, kept or not
+    # every valid span (or log record), kept or not
+    spans_per_trace: dict[str, int] = field(default_factory=dict)
     cut_values: int = 0  # attribute values cut to the bounds in ``consumer.inputs.otlp.values``
     problem: str | None = None  # why the first unreadable span (or resource part) was left out
