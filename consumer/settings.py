@@ -182,9 +182,9 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("judge_price_input_per_million", "judge_price_output_per_million",
-                     mode="before")
+                     "otlp_logs_topic", mode="before")
     @classmethod
-    def _blank_price_is_unset(cls, value: Any) -> Any:
+    def _blank_is_unset(cls, value: Any) -> Any:  # as a chart or compose file renders
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("sample_rate", "judge_cache_size", "kafka_ssl_check_hostname",
