@@ -152,7 +152,7 @@ class Settings(BaseSettings):
                      "kafka_ssl_certfile", "kafka_ssl_keyfile", "kafka_ssl_key_password",
                      "kafka_sasl_oauth_token_endpoint_url", "kafka_sasl_oauth_client_id",
                      "kafka_sasl_oauth_client_secret", "kafka_sasl_oauth_scope", "aws_region",
-                     mode="before")
+                     "otlp_logs_topic", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -182,9 +182,9 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("judge_price_input_per_million", "judge_price_output_per_million",
-                     "otlp_logs_topic", mode="before")
+                     mode="before")
     @classmethod
-    def _blank_is_unset(cls, value: Any) -> Any:  # as a chart or compose file renders
+    def _blank_price_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("sample_rate", "judge_cache_size", "kafka_ssl_check_hostname",

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
-
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
+from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 
@@ -28,7 +29,7 @@ class Cluster:
         return None if count is None else set(range(count))
 
 
-def _assign(assignor: type, partitions: int, members: int,
+def _assign(assignor: type[AbstractPartitionAssignor], partitions: int, members: int,
             topics: tuple[str, ...] = (SPANS, LOGS)) -> dict[str, dict[str, set[int]]]:
     metadata = {f"member-{n}": ConsumerProtocolMemberMetadata(0, list(topics), b"")
                 for n in range(members)}

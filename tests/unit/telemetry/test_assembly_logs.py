@@ -4,6 +4,8 @@ its own topic's lane of refs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from consumer.telemetry.assembly import AssemblyLimits, TraceAssembly
 from consumer.telemetry.record_refs import LOGS_LANE, lane_of, offset_of, record_ref
 from consumer.telemetry.spans import DecodedRecord, LogEvent, SpanEvent
@@ -13,7 +15,7 @@ LIMITS = AssemblyLimits(quiet_s=10.0, max_wait_s=120.0, max_open_traces=100)
 CONTENT = "gen_ai.event.content"
 
 
-def logs(trace: int, *events: tuple[str, dict[str, object]], span: int = 1) -> DecodedRecord:
+def logs(trace: int, *events: tuple[str, dict[str, Any]], span: int = 1) -> DecodedRecord:
     """A logs record with ``events`` of trace ``trace``'s span number ``span``."""
     found = [LogEvent(tid(trace), f"{span:016x}", SpanEvent(name, 5 + n, {CONTENT: body}))
              for n, (name, body) in enumerate(events)]
