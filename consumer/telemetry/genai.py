@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from consumer.telemetry.attributes import (
+    content_text,
     indexed,
     json_text,
     json_value,
@@ -45,8 +46,13 @@ EXECUTE_TOOL: Final = "execute_tool"
 INVOKE_AGENT: Final = "invoke_agent"
 LLM_OPERATIONS = frozenset({CHAT, TEXT_COMPLETION, GENERATE_CONTENT})
 
-# Per-message events (semantic conventions 1.28-1.36), as span events; their body is in
-# ``gen_ai.event.content`` (JSON) or flat in the attributes.
+# Per-message events (semantic conventions 1.28-1.36), as span events or as log records joined
+# to their span (``log_events.py``); their body is in ``gen_ai.event.content`` (JSON text, or
+# a log record's key-value list body as a dict) or flat in the attributes.
+# ``opentelemetry-instrumentation-openai-v2`` writes {"content"} for system / user messages
+# (content a string or OpenAI's list of parts), {"tool_calls": [...]} for an assistant message
+# that called tools, {"content", "id"} for a tool message, and for each choice {"index",
+# "finish_reason", "message": {"role", "content", "tool_calls"}}.
 MESSAGE_EVENTS: Final = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -55,6 +61,9 @@ MESSAGE_EVENTS: Final = {
 }
 CHOICE_EVENT: Final = "gen_ai.choice"
 EVENT_CONTENT: Final = "gen_ai.event.content"
+# semantic conventions 1.37+: one record per call whose attributes are the span's content
+# attributes, structured (``gen_ai.input.messages`` an array of {"role", "parts"}...).
+OPERATION_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 
 
 def operation(span: Span) -> str | None:
@@ -137,8 +146,7 @@ def _json_messages(value: Any) -> list[Message]:
     """``[{"role", "parts": [...]}]`` (1.37+), or ``[{"role", "content"}]`` (the older JSON)."""
     found = []
     for message in _json_list(value):
-        content = message.get("parts", message.get("content"))
-        body = parts_text(content) if isinstance(content, list) else text(content)
+        body = content_text(message.get("parts", message.get("content")))
         role = message.get("role")
         if body is not None:
             found.append(Message(role.lower() if isinstance(role, str) else "", body))
@@ -167,7 +175,7 @@ def _event_message(event: SpanEvent) -> Message | None:
     role = MESSAGE_EVENTS.get(event.name)
     if role is None:
         return None
-    content = text(_event_body(event).get("content"))
+    content = content_text(_event_body(event).get("content"))
     return Message(role, content) if content is not None else None
 
 
@@ -177,12 +185,14 @@ def _choice_message(event: SpanEvent) -> Message | None:
     body = _event_body(event)
     message = json_value(body.get("message"))
     content = message.get("content") if isinstance(message, dict) else None
-    found = text(content) or text(body.get("message.content")) or text(body.get("content"))
+    found = (content_text(content) or text(body.get("message.content"))
+             or content_text(body.get("content")))
     return Message("assistant", found) if found is not None else None
 
 
 def _openai_tool_calls(value: Any, span_id: str) -> Iterable[ToolCall]:
-    for call in value if isinstance(value, list) else []:
+    calls = json_value(value)  # a JSON list, or an OTLP array of key-value lists
+    for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict) and (name := text(function.get("name"))):
             yield ToolCall(name, json_text(function.get("arguments")),
