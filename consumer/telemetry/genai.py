@@ -24,6 +24,7 @@ from consumer.telemetry.attributes import (
 from consumer.telemetry.mapped_trace import Message, ToolCall
 from consumer.telemetry.openinference import tool_name
 from consumer.telemetry.spans import Attributes, Span, SpanEvent
+from schemas.trace import Document
 
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
@@ -37,6 +38,9 @@ GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+# An array of {"id", "score"} (its JSON schema allows more properties, and names no text):
+# only an item with "content" (or "text") is a document the judge can read.
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
 
 CHAT: Final = "chat"
 TEXT_COMPLETION: Final = "text_completion"
@@ -134,6 +138,23 @@ def tool_definitions(span: Span) -> list[str]:
     """The names in ``gen_ai.tool.definitions``."""
     definitions = _json_list(span.attributes.get(GEN_AI_TOOL_DEFINITIONS))
     return [name for definition in definitions if (name := tool_name(definition)) is not None]
+
+
+def retrieval_documents(span: Span) -> list[Document]:
+    """The items of ``gen_ai.retrieval.documents`` (JSON, or an OTLP array) that carry text:
+    ``content`` (else ``text``), with their ``id``; ``score`` and ``metadata`` as metadata."""
+    found = []
+    for item in _json_list(span.attributes.get(GEN_AI_RETRIEVAL_DOCUMENTS)):
+        content = content_text(item.get("content")) or text(item.get("text"))
+        if content is None:
+            continue
+        metadata = json_value(item.get("metadata"))
+        metadata = dict(metadata) if isinstance(metadata, dict) else {}
+        if isinstance(score := item.get("score"), int | float) and not isinstance(score, bool):
+            metadata["score"] = score
+        found.append(Document(content=content, id=text(item.get("id")),
+                              metadata=metadata or None))
+    return found
 
 
 def _json_list(value: Any) -> list[dict[str, Any]]:
