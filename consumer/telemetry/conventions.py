@@ -83,6 +83,7 @@ def map_trace(spans: Sequence[Span], let_go: Collection[str] = ()) -> MappedTrac
     llm_calls = [span for span in ordered if is_llm_span(span)]
     outermost = _outermost(ordered, let_go)
     answer, answer_span = _answer(by_end, outermost, llm_calls)
+    found = answer is not None or _answer_recorded(ordered, outermost, llm_calls)
     documents = _documents(ordered, by_end)
     if not llm_calls and not (answer and documents):
         return None
@@ -106,6 +107,7 @@ def map_trace(spans: Sequence[Span], let_go: Collection[str] = ()) -> MappedTrac
         project_id=_project(outermost, ordered),
         session_id=_first_text(ordered, SpanAttributes.SESSION_ID, genai.GEN_AI_CONVERSATION_ID),
         start_unix_nano=ordered[0].start_unix_nano,
+        answer_found=found,
     )
 
 
@@ -131,6 +133,18 @@ def _answer(by_end: Sequence[Span], outermost: Span | None,
         if (found := _assistant_text(span)) is not None:
             return found, span
     return None, None
+
+
+def _answer_recorded(ordered: Sequence[Span], outermost: Span | None,
+                     llm_calls: Sequence[Span]) -> bool:
+    """Did any place ``_answer`` reads hold a value, even one without text? False tells a
+    trace whose answer was recorded nowhere (``no_answer_found``) from one whose answer is
+    empty (``empty_output``)."""
+    return (any(LANGFUSE_TRACE_OUTPUT in span.attributes for span in ordered)
+            or (outermost is not None
+                and SpanAttributes.OUTPUT_VALUE in outermost.attributes)
+            or any(openinference.records_output(span) or genai.records_output(span)
+                   for span in llm_calls))
 
 
 def _input(by_end: Sequence[Span], outermost: Span | None,

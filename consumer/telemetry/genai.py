@@ -98,6 +98,18 @@ def output_messages(span: Span) -> list[Message]:
             or [m for event in span.events if (m := _choice_message(event)) is not None])
 
 
+def records_output(span: Span) -> bool:
+    """True when the span recorded the model's reply somewhere, even blank: the output
+    messages, ``gen_ai.completion``, or a ``gen_ai.choice`` event with content. A choice
+    without content (content capture off) is no reply recorded."""
+    attributes = span.attributes
+    if GEN_AI_OUTPUT_MESSAGES in attributes or GEN_AI_COMPLETION in attributes:
+        return True
+    if any(key.startswith(GEN_AI_COMPLETION + ".") for key in attributes):
+        return True
+    return any(_choice_has_content(event) for event in span.events)
+
+
 def output_tool_calls(span: Span) -> list[ToolCall]:
     """The tool calls the model asked for: output message parts, ``gen_ai.completion.N.
     tool_calls.M.*``, ``gen_ai.choice`` events."""
@@ -209,6 +221,15 @@ def _choice_message(event: SpanEvent) -> Message | None:
     found = (content_text(content) or text(body.get("message.content"))
              or content_text(body.get("content")))
     return Message("assistant", found) if found is not None else None
+
+
+def _choice_has_content(event: SpanEvent) -> bool:
+    if event.name != CHOICE_EVENT:
+        return False
+    body = _event_body(event)
+    message = json_value(body.get("message"))
+    return ((isinstance(message, dict) and message.get("content") is not None)
+            or body.get("message.content") is not None or body.get("content") is not None)
 
 
 def _openai_tool_calls(value: Any, span_id: str) -> Iterable[ToolCall]:

@@ -135,6 +135,13 @@ def test_log_records_read_as_their_spans_own(
     check(map_trace(join_logs(spans, logs)), expected)
 
 
+def test_without_the_join_the_trace_has_no_answer() -> None:
+    """What the worker saw before: the chat span alone holds no content."""
+    mapped = map_trace([chat(1)])
+    assert mapped is not None
+    assert (mapped.has_answer, mapped.answer_found) == (False, False)
+
+
 def test_records_follow_the_spans_own_events_in_time_order() -> None:
     own = SpanEvent("gen_ai.content.prompt", 50, {})
     first = span(1, None, {published.GEN_AI_OPERATION_NAME: "chat"}, start=0, end=100,
@@ -181,6 +188,14 @@ def test_spans_without_records_are_returned_unchanged_and_in_order() -> None:
     assert joined[0] is spans[0]
     assert [span.span_id for span in joined] == [sid(2), sid(1)]
     assert len(joined[1].events) == 3
+
+
+def test_a_choice_without_content_is_no_answer_recorded() -> None:
+    """Content capture off: openai-v2 still writes the choice, with no content."""
+    spans = join_logs([chat(1)], [log(1, "gen_ai.choice", 9, choice({"role": "assistant"}))])
+    mapped = map_trace(spans)
+    assert mapped is not None
+    assert (mapped.has_answer, mapped.answer_found) == (False, False)
 
 
 def test_the_event_names_are_the_conventions() -> None:
