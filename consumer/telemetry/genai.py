@@ -59,6 +59,9 @@ LLM_OPERATIONS = frozenset({CHAT, TEXT_COMPLETION, GENERATE_CONTENT})
 # "finish_reason", "message": {"role", "content", "tool_calls"}}.
 MESSAGE_EVENTS: Final = {
     "gen_ai.system.message": "system",
+    # Not a convention's name: openai-v2 names the event by the message's role, and OpenAI's
+    # reasoning models take their instructions as "developer".
+    "gen_ai.developer.message": "developer",
     "gen_ai.user.message": "user",
     "gen_ai.assistant.message": "assistant",
     "gen_ai.tool.message": "tool",

@@ -44,10 +44,10 @@ def choice(message: dict[str, Any], index: int = 0) -> dict[str, Any]:
     return {"index": index, "finish_reason": "stop", "message": message}
 
 
-def per_message(n: int, *, start: int = 0) -> list[LogEvent]:
+def per_message(n: int, *, start: int = 0, system_role: str = "system") -> list[LogEvent]:
     """The records of one call in the default mode, content capture on."""
     return [
-        log(n, "gen_ai.system.message", start + 1, {"content": SYSTEM}),
+        log(n, f"gen_ai.{system_role}.message", start + 1, {"content": SYSTEM}),
         log(n, "gen_ai.user.message", start + 2, {"content": QUESTION}),
         log(n, "gen_ai.choice", start + 90, choice({"role": "assistant", "content": ANSWER})),
     ]
@@ -75,6 +75,9 @@ JOINED = [
         "answer": ANSWER, "answer_span": sid(1), "input": QUESTION, "source": "llm_input",
         "docs": (SYSTEM, QUESTION),
     }, id="per-message-records-structured-bodies"),
+    pytest.param([chat(1)], per_message(1, system_role="developer"), {
+        "answer": ANSWER, "input": QUESTION, "docs": (SYSTEM, QUESTION),
+    }, id="a-developer-message-is-the-system-prompt"),
     pytest.param([chat(1)], [
         log(1, "gen_ai.system.message", 1,
             **{genai.EVENT_CONTENT: json.dumps({"content": SYSTEM})}),
@@ -201,7 +204,7 @@ def test_a_choice_without_content_is_no_answer_recorded() -> None:
 def test_the_event_names_are_the_conventions() -> None:
     """The names openai-v2 writes (utils.py: f"gen_ai.{role}.message", "gen_ai.choice") and
     util-genai's details event, as the readers spell them."""
-    assert set(genai.MESSAGE_EVENTS) == {f"gen_ai.{role}.message"
-                                        for role in ("system", "user", "assistant", "tool")}
+    assert set(genai.MESSAGE_EVENTS) == {
+        f"gen_ai.{role}.message" for role in ("system", "developer", "user", "assistant", "tool")}
     assert (genai.CHOICE_EVENT, genai.OPERATION_DETAILS_EVENT) == (
         "gen_ai.choice", "gen_ai.client.inference.operation.details")
