@@ -26,10 +26,12 @@ ROOT_PARENT_IDS = (b"", ZERO_SPAN_ID)  # what a root's parent span id is written
 _PARENT_ID_SIZES = (0, SPAN_ID_BYTES)
 
 # A span has GenAI content when one of its attribute keys (or an event's name or attribute
-# key) starts with one of these: an OpenInference kind, the OTel GenAI conventions, Langfuse.
-# Resource attributes do not count: they are the same on every span of the service.
-GENAI_KEY_PREFIXES = ("openinference.span.kind", "gen_ai.", "langfuse.")
-_KIND, _GENAI, _LANGFUSE = (prefix.encode() for prefix in GENAI_KEY_PREFIXES)
+# key) starts with one of these: an OpenInference kind, the OTel GenAI conventions, Langfuse,
+# OpenLLMetry's workflow and task spans (its SDK's decorators record their output there, and
+# nothing under ``gen_ai.``). Resource attributes do not count: they are the same on every
+# span of the service.
+GENAI_KEY_PREFIXES = ("openinference.span.kind", "gen_ai.", "langfuse.", "traceloop.span.kind")
+_ENCODED_PREFIXES = tuple(prefix.encode() for prefix in GENAI_KEY_PREFIXES)
 
 
 def valid_ids(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> bool:
@@ -54,7 +56,7 @@ def mentions_genai(encoded: bytes) -> bool:
     Protobuf stores strings as raw UTF-8, so a key that is there is in the bytes verbatim; a
     substring search in C is far cheaper than reading every key as a Python string.
     """
-    return _KIND in encoded or _GENAI in encoded or _LANGFUSE in encoded
+    return any(prefix in encoded for prefix in _ENCODED_PREFIXES)
 
 
 def scopes_may_keep(value: bytes, data: TracesData) -> list[bool]:
