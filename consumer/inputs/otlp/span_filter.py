@@ -31,7 +31,10 @@ _PARENT_ID_SIZES = (0, SPAN_ID_BYTES)
 # nothing under ``gen_ai.``). Resource attributes do not count: they are the same on every
 # span of the service.
 GENAI_KEY_PREFIXES = ("openinference.span.kind", "gen_ai.", "langfuse.", "traceloop.span.kind")
-_ENCODED_PREFIXES = tuple(prefix.encode() for prefix in GENAI_KEY_PREFIXES)
+_GENAI, _LANGFUSE = b"gen_ai.", b"langfuse."
+# OpenInference's and OpenLLMetry's kinds share a suffix: one scan of the bytes finds either
+# (a false match, "otel.span.kind", only costs reading that scope's keys).
+_SPAN_KIND = b".span.kind"
 
 
 def valid_ids(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> bool:
@@ -56,7 +59,7 @@ def mentions_genai(encoded: bytes) -> bool:
     Protobuf stores strings as raw UTF-8, so a key that is there is in the bytes verbatim; a
     substring search in C is far cheaper than reading every key as a Python string.
     """
-    return any(prefix in encoded for prefix in _ENCODED_PREFIXES)
+    return _GENAI in encoded or _SPAN_KIND in encoded or _LANGFUSE in encoded
 
 
 def scopes_may_keep(value: bytes, data: TracesData) -> list[bool]:
