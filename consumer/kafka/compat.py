@@ -41,6 +41,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.conn import AIOKafkaConnection, OAuthAuthenticator
 from aiokafka.producer.transaction_manager import TransactionState
 
+from consumer.kafka import client_logs
 from consumer.kafka.auth.oauth import OAuthTokenRejected
 
 # aiokafka.client's module logger (``logging.getLogger("aiokafka")``, not ``__name__``): it
@@ -64,12 +65,13 @@ MetadataUpdate = Callable[[Any, Any, Any], Awaitable[Any]]  # (client, cluster, 
 
 
 def install() -> None:
-    """Patch aiokafka for the worker (the metadata back-off, the OAUTHBEARER refusal);
-    idempotent."""
+    """Patch aiokafka for the worker (the metadata back-off, the OAUTHBEARER refusal) and
+    quiet the log lines a normal start makes errors of (``client_logs.py``); idempotent."""
     if not getattr(AIOKafkaClient._metadata_update, "_groundedness_backoff", False):
         AIOKafkaClient._metadata_update = with_backoff(AIOKafkaClient._metadata_update)
     if not getattr(AIOKafkaConnection.authenticator_oauth, "_groundedness_challenge", False):
         AIOKafkaConnection.authenticator_oauth = _challenge_aware_authenticator
+    client_logs.install()
 
 
 def with_backoff(update: MetadataUpdate) -> MetadataUpdate:
