@@ -6,11 +6,13 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
 from rich.console import Console
 
 from consumer.cost.pricing import DEFAULT_PRICE_PER_MILLION_TOKENS
@@ -20,7 +22,7 @@ from consumer.jsonl import decode_text, read_text
 from consumer.ops.collector import tune_collector
 from consumer.ops.logs import configure_logging
 from consumer.ops.progress import interactive
-from consumer.settings import Settings, load_settings
+from consumer.settings import Settings, load_settings, lookalike_variables
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
@@ -133,7 +135,15 @@ def _settings(*, progress_bar: bool = False, require_threshold: bool = True,
     if progress_bar and interactive() and level == "info":
         level = "warning"  # a person watches the bar; per-record lines would bury it
     configure_logging(level, settings.log_format, settings.secrets())
+    _warn_lookalikes()
     return settings
+
+
+def _warn_lookalikes() -> None:
+    """A variable that reads like one of the worker's but is not: said at start, as the
+    worker runs on with that setting's default."""
+    for warning in lookalike_variables(os.environ):
+        structlog.get_logger(__name__).warning("setting_not_known", detail=warning)
 
 
 def _run(_: argparse.Namespace) -> int:
@@ -167,6 +177,7 @@ def _load_sample(args: argparse.Namespace) -> int:
 
     settings = load_settings(require_threshold=False, kafka=True)
     configure_logging(settings.log_level, settings.log_format, settings.secrets())
+    _warn_lookalikes()
     count = asyncio.run(load_sample(settings, args.topic or settings.traces_topic, args.limit))
     print(f"loaded {count} traces into {args.topic or settings.traces_topic}")
     return 0

@@ -6,8 +6,10 @@ naming the variable (``ConfigError``); secrets are ``SecretStr`` and never echoe
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
@@ -432,7 +434,8 @@ def token_endpoint_problem(url: str) -> str | None:
 
 def load_settings(*, require_threshold: bool = True, kafka: bool = False,
                   **overrides: Any) -> Settings:
-    """Read and validate the environment, raising ConfigError with one clear line.
+    """Read and validate the environment, raising ConfigError with one clear line per bad
+    value (every one of them, so that a fix is not followed by the next refusal).
 
     ``require_threshold=False`` is for commands that never judge (loading sample traces);
     without ``groundedness`` in ``RULES`` nothing is judged either, and no threshold is needed.
@@ -443,20 +446,55 @@ def load_settings(*, require_threshold: bool = True, kafka: bool = False,
     except ValidationError as exc:
         raise ConfigError(describe(exc)) from None
     if require_threshold and settings.judging and settings.min_acceptable_score is None:
-        raise ConfigError(SCORE_REQUIRED)
+        raise ConfigError(threshold_line(SCORE_REQUIRED))
     if kafka:
         settings.check_kafka_security()
     return settings
 
 
 def describe(exc: ValidationError) -> str:
-    """One line for the first problem, naming the variable and never a secret's value."""
-    error = exc.errors()[0]
+    """A line per problem, each naming its variable and never a secret's value."""
+    return "\n".join(dict.fromkeys(_line(error) for error in exc.errors()))
+
+
+def _line(error: Any) -> str:
     field = str(error["loc"][0]) if error["loc"] else ""
     message = str(error["msg"]).removeprefix("Value error, ")
     if message in {SCORE_ABOVE_ONE, SCORE_BELOW_ZERO}:
-        return message
+        return threshold_line(message, error.get("input"))
     if not field:
         return message
     shown = "" if field in SECRET_FIELDS or "input" not in error else f" (got {error['input']!r})"
     return f"{field.upper()}: {message}{shown}"
+
+
+def threshold_line(sentence: str, value: Any = None) -> str:
+    """A threshold error: the contract's exact sentence, then the variable that sets it."""
+    if value is None:
+        return f"{sentence} Set MIN_ACCEPTABLE_SCORE to a number from 0 to 1."
+    return f"{sentence} (MIN_ACCEPTABLE_SCORE is {value!r})"
+
+
+# Variables set in the environment that are not the worker's but read like one of them.
+_OWN_PREFIXES = ("KAFKA_", "JUDGE_", "TRACE", "OPENAI_", "MIN_", "MAX_", "DLQ_", "VERDICT",
+                 "CONSUMER_", "SAMPLE_", "RULES", "CITATION_", "OTLP_", "HEALTH_", "LOG_",
+                 "DELIVERY", "DRAIN_", "METRICS_", "AWS_")
+
+
+def lookalike_variables(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each variable set that is not the worker's but is a near miss of one
+    (``KAFKA_BOOTSTRAP_SERVER``): the worker would silently use the default instead."""
+    known = {name.upper() for name in Settings.model_fields}
+    for field in Settings.model_fields.values():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            known |= {str(choice).upper() for choice in alias.choices}
+    found = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper in known or not upper.startswith(_OWN_PREFIXES):
+            continue
+        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.85)
+        if close:
+            found.append(f"{name} is not a setting of the worker: did you mean {close[0]}?")
+    return found

@@ -29,7 +29,7 @@ from consumer.evaluation.labelled_rules import RULE_LABELS, LabelledTrace, read_
 from consumer.ops.progress import Reporter
 from consumer.rules.registry import GROUNDEDNESS, KNOWN_RULES
 from consumer.rules.rule_set import RuleSet
-from consumer.settings import SCORE_REQUIRED, Settings
+from consumer.settings import SCORE_REQUIRED, Settings, threshold_line
 from consumer.wiring import max_in_flight
 from schemas.verdict import VerdictEvent
 
@@ -69,7 +69,7 @@ async def evaluate_rules(settings: Settings, rows: Sequence[LabelledTrace]) -> d
             f"({','.join(settings.rules)}) does not name it: nothing to measure")
     judging = GROUNDEDNESS in run
     if judging and settings.min_acceptable_score is None:
-        raise ConfigError(SCORE_REQUIRED)
+        raise ConfigError(threshold_line(SCORE_REQUIRED))
     rules = make_rules_named(settings, run, select=False)  # every labelled row is measured
     assert rules is not None  # noqa: S101 - run names at least one rule
     found: list[dict[str, VerdictEvent]] = []

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from consumer.cli import main
 from consumer.errors import ConfigError
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, estimate_tokens
 from consumer.judge.request_shape import REASONING_ANSWER_TOKENS
-from consumer.settings import load_settings
+from consumer.settings import load_settings, lookalike_variables
 
 COST_VARIABLES = ("SAMPLE_RATE", "TRACE_FILTER", "JUDGE_CACHE_SIZE",
                   "JUDGE_PRICE_INPUT_PER_MILLION", "JUDGE_PRICE_OUTPUT_PER_MILLION")
@@ -78,10 +80,14 @@ def test_telemetry_settings_are_read(
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        pytest.param(None, "Minimum acceptable score is required.", id="missing"),
-        pytest.param("", "Minimum acceptable score is required.", id="empty"),
-        pytest.param("1.01", "Minimum acceptable score cannot exceed 1.", id="above-one"),
-        pytest.param("-0.5", "Minimum acceptable score cannot be below 0.", id="below-zero"),
+        pytest.param(None, "Minimum acceptable score is required. Set MIN_ACCEPTABLE_SCORE to "
+                     "a number from 0 to 1.", id="missing"),
+        pytest.param("", "Minimum acceptable score is required. Set MIN_ACCEPTABLE_SCORE to a "
+                     "number from 0 to 1.", id="empty"),
+        pytest.param("1.01", "Minimum acceptable score cannot exceed 1. (MIN_ACCEPTABLE_SCORE "
+                     "is '1.01')", id="above-one"),
+        pytest.param("-0.5", "Minimum acceptable score cannot be below 0. (MIN_ACCEPTABLE_SCORE "
+                     "is '-0.5')", id="below-zero"),
     ],
 )
 def test_threshold_messages_word_for_word(
@@ -90,7 +96,7 @@ def test_threshold_messages_word_for_word(
 ) -> None:
     if value is not None:
         monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", value)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load_settings()
     assert main(["run"]) == 2
     err = capsys.readouterr().err
@@ -413,3 +419,31 @@ def test_good_bootstrap_addresses_are_taken(monkeypatch: pytest.MonkeyPatch, val
     monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", value)
     assert load_settings().kafka_bootstrap_servers == ",".join(p.strip() for p in value.split(","))
+
+
+def test_every_bad_value_is_reported_at_once_a_line_each(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "2")
+    monkeypatch.setenv("SAMPLE_RATE", "7")
+    monkeypatch.setenv("RULES", "foo")
+    assert main(["run"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("Minimum acceptable score cannot exceed 1.")
+    assert any(line.startswith("SAMPLE_RATE: ") for line in lines)
+    assert any(line.startswith("RULES: unknown rule 'foo'") for line in lines)
+
+
+def test_a_variable_that_reads_like_a_setting_is_named_with_the_one_it_misses() -> None:
+    found = lookalike_variables({
+        "KAFKA_BOOTSTRAP_SERVER": "broker:9092", "JUDGE_MODELL": "gpt-4o",
+        "KAFKA_BOOTSTRAP_SERVERS": "ok:9092", "PATH": "/usr/bin", "KAFKA_HOME": "/opt/kafka",
+        "AWS_DEFAULT_REGION": "eu-west-1", "TRACES_TOPC": "x",
+    })
+    assert found == [
+        "JUDGE_MODELL is not a setting of the worker: did you mean JUDGE_MODEL?",
+        "KAFKA_BOOTSTRAP_SERVER is not a setting of the worker: did you mean "
+        "KAFKA_BOOTSTRAP_SERVERS?",
+        "TRACES_TOPC is not a setting of the worker: did you mean TRACES_TOPIC?",
+    ]

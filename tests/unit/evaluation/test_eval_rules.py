@@ -142,7 +142,8 @@ def test_groundedness_labels_without_a_threshold_are_refused(
     code, _ = run_eval(tmp_path, path)
 
     assert code == 2
-    assert capsys.readouterr().err == "Minimum acceptable score is required.\n"
+    assert capsys.readouterr().err == (
+        "Minimum acceptable score is required. Set MIN_ACCEPTABLE_SCORE to a number from 0 to 1.\n")
     assert judge.count() == 0
 
 
