@@ -164,6 +164,8 @@ class Pipeline:
             timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)
         )
         self.last_fetch_at = time.monotonic()
+        if self._spans is not None:
+            self._spans.fetched([tp for tp in batches if self._tracker.current(tp) is not None])
         for tp, records in batches.items():
             offsets = self._tracker.current(tp)
             if offsets is None:

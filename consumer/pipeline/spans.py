@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 from weakref import WeakKeyDictionary
@@ -123,6 +123,9 @@ class SpanPath:
         self._assemblies: dict[Pair, TraceAssembly] = {}  # the partitions being closed
         self._leaving: dict[Pair, TraceAssembly] = {}  # revoked, their tasks finishing
         self._lanes: dict[Pair, dict[Lane, Partition]] = {}  # each pair's partitions owned
+        # Partitions fetched in this round whose records are not all added yet: aiokafka's
+        # position is past them already, so "read to its end" would be said too soon.
+        self._fetched: set[Partition] = set()
         self._timer: asyncio.Task[None] | None = None
         # A timer tick may close thousands of traces at once (all of MAX_OPEN_TRACES): they
         # wait for the judge as the spans they already are. Their candidates, requests and
@@ -219,6 +222,7 @@ class SpanPath:
                 assembly.drop_all()
         lanes = self._lanes.get(pair, {})
         lanes.pop(self.lane(tp), None)
+        self._fetched.discard(tp)
         if not lanes:
             self._lanes.pop(pair, None)
         if isinstance(self._clock, FrontierClock):
@@ -236,6 +240,11 @@ class SpanPath:
 
     # -- records (in the fetch loop, in offset order) ----------------------------------------
 
+    def fetched(self, partitions: Collection[Partition]) -> None:
+        """One fetch brought records of ``partitions``, to be added next (``accept``): until
+        each is, its topic holds its pair's time back, however far aiokafka has read."""
+        self._fetched.update(partitions)
+
     def accept(self, tp: Partition, offsets: PartitionOffsets, records: Sequence[Record]) -> None:
         """Track, decode and assemble fetched records; dead-letter the undecodable ones."""
         pair, lane = tp.partition, self.lane(tp)
@@ -245,6 +254,15 @@ class SpanPath:
         if (inherited := offsets.inherited) is not None:
             assembly.inherit(inherited.closed)
         decode = self._decoders[lane]
+        try:
+            self._add_all(tp, pair, lane, offsets, assembly, decode, records)
+        finally:
+            self._fetched.discard(tp)
+        self._report(assembly)
+
+    def _add_all(self, tp: Partition, pair: Pair, lane: Lane, offsets: PartitionOffsets,
+                 assembly: TraceAssembly, decode: Callable[[bytes], DecodedRecord],
+                 records: Sequence[Record]) -> None:
         for record in records:
             if not metrics.taken(offsets.take(record.offset)):
                 continue  # its previous owner finished it (the commit's progress)
@@ -267,7 +285,6 @@ class SpanPath:
                 offsets.done(offset_of(ref))
             if self._over_limit:
                 self._close_to_limit()
-        self._report(assembly)
 
     def now(self, pair: Pair, arriving: Partition | None = None, arrival: float = 0.0) -> float:
         """The pair's present (with ``arriving``'s time the ``arrival`` of its record just
@@ -281,9 +298,10 @@ class SpanPath:
 
         if len(lanes) < 2:
             return present(next(iter(lanes.values()))) if lanes else -math.inf
-        # The arriving record's own topic is not read up to it yet: its record is not added.
-        times = [(present(tp), tp != arriving and self._clock.caught_up(tp))
-                 for tp in lanes.values()]
+        # The arriving record's own topic is not read up to it yet: its record is not added;
+        # nor is one whose fetched records wait their turn.
+        times = [(present(tp), tp != arriving and tp not in self._fetched
+                  and self._clock.caught_up(tp)) for tp in lanes.values()]
         behind = [now for now, caught_up in times if not caught_up]
         return min(behind) if behind else max(now for now, _ in times)
 

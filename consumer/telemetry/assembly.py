@@ -50,11 +50,11 @@ written, the live worker's to judge whole.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import astuple, dataclass
 from typing import Literal
 
 from consumer.telemetry.bounded_spans import KeptSpans
+from consumer.telemetry.due_queue import DueQueue
 from consumer.telemetry.log_events import join_logs
 from consumer.telemetry.recent_ids import RecentIds
 from consumer.telemetry.record_holds import RecordHolds
@@ -141,8 +141,9 @@ class TraceAssembly:
         self._windows: dict[Lane, tuple[int | None, int | None]] = {
             SPANS: (opens_from, opens_before), LOGS_LANE: (None, None)}
         self.counts = AssemblyCounts()
-        self._open: OrderedDict[str, _Open] = OrderedDict()  # in order of first span
-        self._quiet: OrderedDict[str, _Open] = OrderedDict()  # root seen; by last activity
+        self._open: dict[str, _Open] = {}
+        self._by_first = DueQueue()  # the open traces by their first span's time (max wait)
+        self._quiet = DueQueue()  # those whose root arrived, by their last activity (quiet)
         self._unfinished: dict[str, list[int]] = {}  # closed, outcome not yet acknowledged
         self._late_in: dict[str, list[int]] = {}  # unfinished trace -> records of its late spans
         self._holds = RecordHolds()  # offsets held by open or unfinished traces; spread ones
@@ -309,16 +310,18 @@ class TraceAssembly:
     def close_oldest(self) -> list[ClosedTrace]:
         """Close the oldest open trace with what it has, ``closed_by: "capacity"``: the
         worker's bound on open traces (or on the records it holds) is reached."""
-        if not self._open:
+        oldest = self._by_first.first()
+        if oldest is None:
             return []
-        trace_id = next(iter(self._open))
+        trace_id = oldest[0]
         self.counts.closed_capacity += 1
         return [self._close(trace_id, "capacity")]
 
     @property
     def oldest_first_at(self) -> float | None:
         """When the oldest open trace opened (which partition's closes first at capacity)."""
-        return next(iter(self._open.values())).first_at if self._open else None
+        oldest = self._by_first.first()
+        return None if oldest is None else oldest[1]
 
     def inherit(self, keys: frozenset[bytes]) -> None:
         """Traces a previous owner judged that still have spans in records read again
@@ -340,16 +343,17 @@ class TraceAssembly:
             self._closed.add(trace_id)
             done.extend(self._holds.release(trace.offsets))
         self._open.clear()
+        self._by_first.clear()
         self._quiet.clear()
         return sorted(done)
 
     def next_due_at(self) -> float | None:
         """The earliest time a trace may be ready (for the caller's timer); None when empty."""
         times = []
-        if self._quiet:  # the front ones are the earliest: see ``due``
-            times.append(next(iter(self._quiet.values())).last_at + self.limits.quiet_s)
-        if self._open:
-            times.append(next(iter(self._open.values())).first_at + self.limits.max_wait_s)
+        if (quiet := self._quiet.first()) is not None:
+            times.append(quiet[1] + self.limits.quiet_s)
+        if (oldest := self._by_first.first()) is not None:
+            times.append(oldest[1] + self.limits.max_wait_s)
         return min(times, default=None)
 
     def finished(self, trace_id: str) -> list[int]:
@@ -367,6 +371,7 @@ class TraceAssembly:
     def drop_all(self) -> None:
         """Forget everything (partition revoked): nothing is done; the next owner reassembles."""
         self._open.clear()
+        self._by_first.clear()
         self._quiet.clear()
         self._unfinished.clear()
         self._late_in.clear()
@@ -389,21 +394,16 @@ class TraceAssembly:
     def _ready(self, now: float) -> list[ClosedTrace]:
         quiet_s, max_wait_s = self.limits.quiet_s, self.limits.max_wait_s
         ready: list[ClosedTrace] = []
-        # Step 1: root arrived and quiet; ``_quiet`` is in order of last activity. Past its
-        # max wait too (time jumped there), it closed by whichever it reached first.
-        while self._quiet:
-            trace_id, trace = next(iter(self._quiet.items()))
-            quiet_at = trace.last_at + quiet_s
-            if quiet_at > now:
-                break
-            first: ClosedBy = "quiet" if quiet_at <= trace.first_at + max_wait_s else "max_wait"
+        # Step 1: root arrived and quiet, earliest last activity first. Past its max wait too
+        # (time jumped there), it closed by whichever it reached first.
+        while (quiet := self._quiet.first()) is not None and quiet[1] + quiet_s <= now:
+            trace_id, trace = quiet[0], self._open[quiet[0]]
+            first: ClosedBy = ("quiet" if trace.last_at + quiet_s <= trace.first_at + max_wait_s
+                               else "max_wait")
             ready.append(self._close(trace_id, first))
-        # Step 2: waited long enough; ``_open`` is in order of first span.
-        while self._open:
-            trace_id, trace = next(iter(self._open.items()))
-            if trace.first_at + max_wait_s > now:
-                break
-            ready.append(self._close(trace_id, "max_wait"))
+        # Step 2: waited long enough, earliest first span first.
+        while (oldest := self._by_first.first()) is not None and oldest[1] + max_wait_s <= now:
+            ready.append(self._close(oldest[0], "max_wait"))
         return ready
 
     def _is_closed(self, trace_id: str) -> bool:
@@ -413,18 +413,20 @@ class TraceAssembly:
     def _open_trace(self, trace_id: str, offset: int, now: float) -> _Open:
         trace = _Open(offset, now, self._early_roots.pop(trace_id), self.limits)
         self._open[trace_id] = trace
+        self._by_first.set(trace_id, now)
         self._holds.hold(offset)
         return trace
 
     def _touch(self, trace_id: str, trace: _Open, now: float) -> None:
-        trace.last_at = now
+        # Never earlier: a record of the topic behind may come after one of the topic ahead.
+        trace.last_at = max(trace.last_at, now)
         if trace.root_seen:  # only a trace whose root arrived can close by quiet
-            self._quiet[trace_id] = trace
-            self._quiet.move_to_end(trace_id)
+            self._quiet.set(trace_id, trace.last_at)
 
     def _close(self, trace_id: str, closed_by: ClosedBy) -> ClosedTrace:
         trace = self._open.pop(trace_id)
-        self._quiet.pop(trace_id, None)
+        self._by_first.discard(trace_id)
+        self._quiet.discard(trace_id)
         self._unfinished[trace_id] = trace.offsets
         self._closed.add(trace_id)
         counts, kept = self.counts, trace.kept

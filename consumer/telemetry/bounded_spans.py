@@ -13,8 +13,9 @@ text values cut to fit rather than being lost (the judge cuts the context anyway
 A span sent twice (an exporter retrying a batch the broker had taken) is kept once: a
 second copy of a retrieved document or an answer would change what the judge reads. The same
 holds for the trace's GenAI log records (``OTLP_LOGS_TOPIC``), which are kept beside the spans
-within bounds of their own (as many records as spans, a quarter of the bytes): the first
-ones, for they carry the input, then the latest, for the answer comes last.
+within bounds of their own (as many records as spans, a quarter of the bytes), by the same
+rule: the first ones (the first call's input) and the latest (the call that answered, its own
+input among them: an agent re-sends its system prompt with every call), from the middle out.
 
 Sizes are estimates of the Python objects held (``sys.getsizeof`` of each text, plus a dict
 entry's cost), cheap enough for the few spans kept; the decoder has already cut each value
@@ -42,9 +43,9 @@ CUT_MARK = "..."  # ASCII: "…" would store a Latin-1 text at twice its width
 class KeptSpans:
     """The first spans (up to half the bounds) and the latest (the other half)."""
 
-    __slots__ = ("_head", "_head_bytes", "_ids", "_log_keys", "_logs", "_logs_bytes",
-                 "_max_bytes", "_max_spans", "_tail", "_tail_bytes", "capped", "duplicates",
-                 "let_go")
+    __slots__ = ("_head", "_head_bytes", "_ids", "_log_head", "_log_head_bytes", "_log_keys",
+                 "_log_tail", "_log_tail_bytes", "_max_bytes", "_max_spans", "_tail",
+                 "_tail_bytes", "capped", "duplicates", "let_go")
 
     def __init__(self, max_spans: int, max_bytes: int) -> None:
         self._max_spans = (max_spans - max_spans // 2, max_spans // 2)  # (head, tail)
@@ -57,9 +58,11 @@ class KeptSpans:
         self.let_go: set[str] = set()  # ids of spans not kept, or let go for later ones
         self.capped = 0  # spans not kept, or let go for later ones
         self.duplicates = 0  # spans (or log records) sent again, ignored
-        self._logs: list[LogEvent] = []
-        self._logs_bytes = 0
-        self._log_keys: set[tuple[str | None, str, int, int]] = set()
+        self._log_head: list[LogEvent] = []
+        self._log_head_bytes = 0
+        self._log_tail: deque[tuple[LogEvent, int]] = deque()
+        self._log_tail_bytes = 0
+        self._log_keys: set[_LogKey] = set()  # of the log records held
 
     @property
     def dropped(self) -> int:
@@ -69,31 +72,44 @@ class KeptSpans:
     @property
     def size(self) -> int:
         """The estimated bytes held."""
-        return self._head_bytes + self._tail_bytes + self._logs_bytes
+        return (self._head_bytes + self._tail_bytes + self._log_head_bytes
+                + self._log_tail_bytes)
 
     def __len__(self) -> int:
         return len(self._head) + len(self._tail)
 
     def logs(self) -> tuple[LogEvent, ...]:
-        """The kept log records, in arrival order."""
-        return tuple(self._logs)
+        """The kept log records, in arrival order (the first, then the latest)."""
+        return (*self._log_head, *(record for record, _ in self._log_tail))
 
     def add_log(self, record: LogEvent) -> int:
-        """Keep a GenAI log record if its bounds allow; return the bytes it adds."""
-        event = record.event
-        key = (record.span_id, event.name, event.time_unix_nano, hash(repr(event.attributes)))
+        """Keep a GenAI log record if the bounds allow (letting older latest ones go); return
+        the change in bytes held, which may be negative."""
+        key = _log_key(record)
         if key in self._log_keys:
             self.duplicates += 1
             return 0
+        event = record.event
         size = event_bytes(event.name, event.attributes)
-        if (len(self._logs) >= sum(self._max_spans)
-                or self._logs_bytes + size > self._max_bytes[1] // 2):
+        (head_count, tail_count), half = self._max_spans, self._max_bytes[1] // 4
+        if len(self._log_head) < head_count and self._log_head_bytes + size <= half:
+            self._log_head.append(record)
+            self._log_head_bytes += size
+            self._log_keys.add(key)
+            return size
+        if size > half or tail_count == 0:
             self.capped += 1
             return 0
+        before = self._log_tail_bytes
+        self._log_tail.append((record, size))
+        self._log_tail_bytes += size
         self._log_keys.add(key)
-        self._logs.append(record)
-        self._logs_bytes += size
-        return size
+        while len(self._log_tail) > tail_count or self._log_tail_bytes > half:
+            gone, gone_size = self._log_tail.popleft()
+            self._log_tail_bytes -= gone_size
+            self._log_keys.discard(_log_key(gone))
+            self.capped += 1
+        return self._log_tail_bytes - before
 
     def spans(self) -> tuple[Span, ...]:
         """The kept spans, in arrival order (the first, then the latest)."""
@@ -132,6 +148,15 @@ class KeptSpans:
         self.capped += 1
         if len(self.let_go) < MAX_LET_GO_IDS:
             self.let_go.add(span.span_id)
+
+
+_LogKey = tuple[str | None, str, int, int]
+
+
+def _log_key(record: LogEvent) -> _LogKey:
+    """What tells one log record from another (a resent batch repeats all of it)."""
+    event = record.event
+    return record.span_id, event.name, event.time_unix_nano, hash(repr(event.attributes))
 
 
 def fitted(span: Span, limit: int) -> tuple[Span, int]:

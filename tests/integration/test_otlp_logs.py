@@ -267,3 +267,4 @@ async def _produce_at(kafka: str, topic: str, records: list[tuple[bytes, bytes, 
 
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
+

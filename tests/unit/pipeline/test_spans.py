@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from consumer.inputs.formats import OTLP_PROTO
 from consumer.judge.prompt import Limits
-from consumer.pipeline.offsets import OffsetTracker
+from consumer.pipeline.offsets import OffsetTracker, PartitionOffsets
 from consumer.pipeline.records import RecordPath
 from consumer.pipeline.spans import SpanPath, Tasks
 from consumer.rules.groundedness.evaluator import Evaluator
@@ -136,3 +136,25 @@ def test_a_pairs_present_is_its_slower_topics_unless_that_one_is_read_to_its_end
     clock.ends = {spans, logs}
     assert path.now(0) == 100.0, "both read to their ends: the later"
     assert path.now(0, logs, 45.0) == 45.0, "a record being added is not read past yet"
+
+
+def test_a_topic_whose_fetched_records_wait_their_turn_holds_its_pairs_time() -> None:
+    """One fetch brings both topics: while the spans are added, the logs partition reads as
+    read to its end (aiokafka's position is past them), yet its records are still to come."""
+    clock = PairClock()
+    evaluator = Evaluator(GatedJudge(), 0.5, Limits())
+    rules = RuleSet.groundedness(evaluator)
+    path = SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, AssemblyLimits(),
+                    OffsetTracker[Hashable](), Tasks(), clock, max_judging=8, logs_topic="logs")
+    spans, logs = TP("spans", 0), TP("logs", 0)
+    path.assigned(spans)
+    path.assigned(logs)
+    clock.times, clock.ends = {spans: 100.0, logs: 40.0}, {spans, logs}
+    path.fetched([spans, logs])
+    assert path.now(0, spans, 100.0) == 40.0, "the logs still to add: their time"
+    path.accept(logs, path_offsets(path, logs), [])
+    assert path.now(0) == 100.0, "added: read to its end again"
+
+
+def path_offsets(path: SpanPath, tp: TP) -> PartitionOffsets:
+    return path._tracker.partition(tp)

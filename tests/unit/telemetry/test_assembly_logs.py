@@ -102,3 +102,42 @@ def test_a_replay_window_applies_to_each_topics_own_offsets() -> None:
     assert assembly.is_open(tid(1))
     assembly.add(L(250), logs(2, ("gen_ai.user.message", {"content": "Q?"})), now=3.0)
     assert not assembly.is_open(tid(2)), "past the logs window's stop: opens nothing"
+
+
+def test_a_trace_quiet_since_a_late_record_closes_then_whatever_the_order_records_came_in(
+) -> None:
+    """The spans topic read ahead (trace 1 touched at 100), then the logs topic's record of
+    trace 0 (at 1): trace 0 is due at 11, not held behind trace 1 until its max wait."""
+    assembly = TraceAssembly(LIMITS)
+    assembly.add(0, record(genai(0), roots=[0]), now=0.0)
+    assembly.add(1, record(genai(1), roots=[1]), now=100.0)
+    assembly.add(L(0), logs(0, ("gen_ai.user.message", {"content": "Q?"})), now=1.0)
+    assert [(t.trace_id, t.closed_by) for t in assembly.due(now=60.0)] == [(tid(0), "quiet")]
+    assert assembly.next_due_at() == 110.0
+
+
+def test_a_record_of_the_topic_behind_never_moves_a_traces_activity_back() -> None:
+    assembly = TraceAssembly(LIMITS)
+    assembly.add(0, record(genai(0), roots=[0]), now=50.0)
+    assembly.add(L(0), logs(0, ("gen_ai.user.message", {"content": "Q?"})), now=20.0)
+    assert assembly.due(now=59.9) == [], "active at 50: quiet from 50, not from 20"
+    assert [t.trace_id for t in assembly.due(now=60.0)] == [tid(0)]
+
+
+def test_over_their_bytes_a_traces_log_records_keep_the_first_and_the_latest() -> None:
+    """An agent re-sends its system prompt with every call: the call that answered (the last)
+    must keep its own, though the middle calls' are let go."""
+    limits = AssemblyLimits(quiet_s=10.0, max_wait_s=120.0, max_bytes_per_trace=400_000)
+    assembly = TraceAssembly(limits)
+    assembly.add(0, record(genai(0), roots=[0]), now=0.0)
+    prompt = "documents " * 2_000  # ~20 KB a call; the logs' share holds ~5 of 40
+    for call in range(40):
+        assembly.add(L(call), logs(0, ("gen_ai.system.message", {"content": f"{call} {prompt}"}),
+                                   ("gen_ai.choice", {"message": {"content": f"answer {call}"}})),
+                     now=float(call) / 100)
+    [span] = one(assembly.due(now=20.0)).spans
+    kept = [str(e.attributes[CONTENT]) for e in span.events]
+    assert any("'0 documents" in text for text in kept), "the first call's input"
+    assert any("'39 documents" in text for text in kept), "the answering call's input"
+    assert any("answer 39" in text for text in kept)
+    assert not any("'20 documents" in text for text in kept), "the middle let go"
