@@ -58,12 +58,6 @@ def context(case: Case) -> str:
     return SYSTEM_PROMPT + "\n\n" + "\n".join(f"- {text}" for text in case.documents)
 
 
-def reply_for(question: str) -> str:
-    """The stand-in model's reply to a request whose last user message is ``question``."""
-    case = BY_QUESTION.get(question.strip())
-    return case.answer if case is not None else "I do not know."
-
-
 def report(case: Case, trace_id: str, answer: str) -> str:
     """The line a program prints for each question: what the test matches verdicts to."""
     return json.dumps({"case": case.case_id, "trace_id": trace_id, "answer": answer})
