@@ -36,10 +36,11 @@ each setup, asserted for every trace below). Answer / input / documents:
 - The same chain with the documents not in the prompt: only the retriever span has them.
 
 In the two log modes the chat span carries no content at all, and each log record carries its
-chat span's trace and span ids. The worker, with ``OTLP_LOGS_TOPIC``, judges each trace once
-with the program's answer, and the retriever setups with the retriever's documents
-(``context_source: retrieval``). Skipped only where the collector can be neither built nor found
-cached, or the instrumentation venv can be neither found nor built.
+chat span's trace and span ids, and no ``time_unix_nano`` (only ``observed_time_unix_nano``).
+The worker, with ``OTLP_LOGS_TOPIC``, judges each trace once with the program's answer, and the
+retriever setups with the retriever's documents (``context_source: retrieval``). Skipped only
+where the collector can be neither built nor found cached, or the instrumentation venv can be
+neither found nor built.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class Log:
     body: Any
     attributes: dict[str, Any]
     scope: str
+    time_unix_nano: int
+    observed_time_unix_nano: int
 
 
 @dataclass
@@ -151,7 +154,7 @@ def _arrived(span_records: list[Any], log_records: list[Any]) -> dict[str, Arriv
                     traces[trace_id].logs.append(Log(
                         log.event_name, trace_id, log.span_id.hex(), value(log.body),
                         {kv.key: value(kv.value) for kv in log.attributes},
-                        scope_logs.scope.name))
+                        scope_logs.scope.name, log.time_unix_nano, log.observed_time_unix_nano))
                     traces[trace_id].log_partitions.add(record.partition)
                     traces[trace_id].keys.add(record.key or b"")
     return dict(traces)
@@ -311,6 +314,9 @@ def test_each_setup_puts_the_content_where_the_table_says(
                 (a.trace_id, chat.span_id)}
             assert {log.scope for log in trace.logs} <= {
                 "opentelemetry.instrumentation.openai_v2", "opentelemetry.util.genai.handler"}
+            # Stamped only when observed: a record's time is its observed time.
+            assert all(log.time_unix_nano == 0 < log.observed_time_unix_nano
+                       for log in trace.logs)
         else:
             assert trace.logs == [], "no log records where the content is on spans"
 
