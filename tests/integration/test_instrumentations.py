@@ -77,6 +77,8 @@ QUIET_S = "0.5"
 RETRIEVER_SETUPS = {"openllmetry-langchain", "openllmetry-langchain-retriever"}
 LOG_SETUPS = {"openai-v2-true", "openai-v2-event-only"}
 EXPECTED_VERDICT = {"everest": "fail"}  # [[score=1]]; every other reply passes
+CHAT_SPAN = {"openai-v2-true": "chat gpt-4o-mini", "openai-v2-event-only": "chat gpt-4o-mini",
+             "openai-v2-span-only": "chat gpt-4o-mini", "openllmetry-openai": "openai.chat"}
 
 
 # ---------------------------------------------------------------------------- what arrived
@@ -274,8 +276,8 @@ def _langchain(trace: Arrived) -> Found:
 WHERE: Mapping[str, Callable[[Arrived], Found]] = {
     "openai-v2-true": _openai_v2_true,
     "openai-v2-event-only": _openai_v2_event_only,
-    "openai-v2-span-only": _span_messages("chat gpt-4o-mini"),
-    "openllmetry-openai": _span_messages("openai.chat"),
+    "openai-v2-span-only": _span_messages(CHAT_SPAN["openai-v2-span-only"]),
+    "openllmetry-openai": _span_messages(CHAT_SPAN["openllmetry-openai"]),
     "openllmetry-langchain": _langchain,
     "openllmetry-langchain-retriever": _langchain,
 }
@@ -308,7 +310,7 @@ def test_each_setup_puts_the_content_where_the_table_says(
                 assert found.documents == a.case.documents
         if setup.name in LOG_SETUPS:
             # The content is in the log records alone, each on its chat span.
-            [chat] = [span for span in trace.spans if span.name == "chat gpt-4o-mini"]
+            chat = trace.span(CHAT_SPAN[setup.name])
             assert not set(CONTENT_KEYS) & set(chat.attributes)
             assert {(log.trace_id, log.span_id) for log in trace.logs} == {
                 (a.trace_id, chat.span_id)}
@@ -366,6 +368,12 @@ async def test_the_worker_judges_every_trace_once_from_spans_and_logs(
     for trace_id, (name, a) in expected.items():
         [verdict] = verdicts[trace_id]  # once
         assert verdict["verdict"] == EXPECTED_VERDICT.get(a.case.case_id, "pass"), (name, a)
+        assert verdict["assembly"]["root_seen"] is True  # the web handler's span
+        trace = delivered.traces[trace_id]
+        if name in CHAT_SPAN:  # the answer's span: the chat span, its log records' own
+            assert verdict["span_id"] == trace.span(CHAT_SPAN[name]).span_id, name
+        else:
+            assert verdict["span_id"] in {span.span_id for span in trace.spans}, name
         contents = [doc["content"] for doc in judged_data[a.answer]["documents"]]
         if name in RETRIEVER_SETUPS:
             assert verdict["context_source"] == "retrieval", (name, verdict)
