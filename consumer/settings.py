@@ -73,6 +73,9 @@ class Settings(BaseSettings):
 
     # Telemetry input (DESIGN.md): how records decode, and when an assembled trace is ready.
     traces_format: FormatName = "trace_json"
+    # The collector's logs topic, read with the spans (DESIGN.md, "OTel GenAI content in log
+    # records"): the OTel GenAI instrumentation's message content, joined to its spans.
+    otlp_logs_topic: str | None = None
     trace_quiet_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     trace_max_wait_seconds: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     max_open_traces: int = Field(default=10_000, ge=1)
@@ -306,6 +309,24 @@ class Settings(BaseSettings):
                     raise ValueError(
                         f"{setting} is set but KAFKA_SECURITY_PROTOCOL is {protocol}: use {use}"
                     )
+
+    @model_validator(mode="after")
+    def _logs_topic_beside_spans(self) -> Settings:
+        topic = self.otlp_logs_topic
+        if topic is None:
+            return self
+        if not self.traces_format.startswith("otlp_"):
+            raise ValueError(
+                f"OTLP_LOGS_TOPIC is set but TRACES_FORMAT is {self.traces_format}: log records "
+                "join spans, so use otlp_proto or otlp_json (the logs topic's encoding too)")
+        if topic == self.traces_topic:
+            raise ValueError(f"OTLP_LOGS_TOPIC is TRACES_TOPIC ({topic}): the collector writes "
+                             "spans and logs to topics of their own")
+        if self.delivery == "exactly_once":
+            raise ValueError(
+                "OTLP_LOGS_TOPIC does not work with DELIVERY=exactly_once yet (a trace's two "
+                "topics would commit in two transactions): use at_least_once")
+        return self
 
     @model_validator(mode="after")
     def _max_wait_covers_quiet(self) -> Settings:

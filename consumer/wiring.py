@@ -175,6 +175,7 @@ def pipeline_config(settings: Settings) -> PipelineConfig:
         drain_timeout_s=settings.drain_timeout_seconds,
         revoke_timeout_s=REVOKE_TIMEOUT_S,
         input_format=fmt,
+        logs_topic=settings.otlp_logs_topic,
         assembly=assembly_limits(settings),
     )
 
@@ -188,8 +189,10 @@ def create_producer(settings: Settings, transactional_id: str | None = None) -> 
 
 
 def create_consumer(settings: Settings) -> AIOKafkaConsumer:
-    """The worker's consumer, a member of ``CONSUMER_GROUP``."""
-    return new_consumer(settings, f"{settings.consumer_group}-consumer", settings.consumer_group)
+    """The worker's consumer, a member of ``CONSUMER_GROUP`` (with ``OTLP_LOGS_TOPIC``, owning
+    the same partition numbers of both topics)."""
+    return new_consumer(settings, f"{settings.consumer_group}-consumer", settings.consumer_group,
+                        copartitioned=settings.otlp_logs_topic is not None)
 
 
 def create_reader(settings: Settings) -> AIOKafkaConsumer:

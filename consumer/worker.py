@@ -18,6 +18,7 @@ import structlog
 from consumer import wiring
 from consumer.health.monitor import WorkerHealth
 from consumer.kafka import compat as aiokafka_compat
+from consumer.kafka import copartitioned
 from consumer.kafka.clients import quiet_fenced_futures
 from consumer.kafka.partitions import RebalanceHandler
 from consumer.kafka.source import subscribe
@@ -63,10 +64,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     health = WorkerHealth(consumer, pipeline, stop, waiting=ownership)
     # Every client shares the consumer's token provider: a revoked secret stops the worker.
     oauth_refusal = wiring.OAuthRefusalStop(consumer, stop)
-    subscribe(consumer, settings.traces_topic, rebalance, observers=[health])
+    topics = [settings.traces_topic, *filter(None, [settings.otlp_logs_topic])]
+    subscribe(consumer, topics, rebalance, observers=[health])
     log.info(
         "worker_starting",
         topic=settings.traces_topic,
+        logs_topic=settings.otlp_logs_topic,
         group=settings.consumer_group,
         rules=",".join(rules.names),
         judge_model=settings.judge_model if judge is not None else None,
@@ -83,6 +86,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             return
         if not await wiring.start(consumer, settings, "consumer", stop):
             return
+        if len(topics) > 1:
+            await copartitioned.check(consumer, topics)
         await pipeline.run(stop)
     finally:
         await health.close()

@@ -42,7 +42,8 @@ class EventFormat:
 
 @dataclass(frozen=True, slots=True)
 class SpanFormat:
-    """Each record a batch of OTLP spans: ``decoder()`` takes its bytes to the kept spans."""
+    """Each record a batch of OTLP spans: ``decoder()`` takes its bytes to the kept spans;
+    ``logs_decoder()`` a batch of OTLP log records to their GenAI events."""
 
     name: OtlpEncoding
     in_files: bool
@@ -51,6 +52,13 @@ class SpanFormat:
         from consumer.inputs.otlp.decode import decode_otlp
 
         return partial(decode_otlp, encoding=self.name)  # no frame of ours per record
+
+    def logs_decoder(self) -> Callable[[bytes], DecodedRecord]:
+        """The decoder of the collector's logs topic in the same encoding (``OTLP_LOGS_TOPIC``):
+        its GenAI log records, which assembly joins to their spans."""
+        from consumer.inputs.otlp.logs import decode_otlp_logs
+
+        return partial(decode_otlp_logs, encoding=self.name)
 
 
 Format = EventFormat | SpanFormat

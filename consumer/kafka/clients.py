@@ -26,6 +26,7 @@ from consumer.errors import ConfigError
 from consumer.kafka import compat as aiokafka_compat
 from consumer.kafka.auth.msk_iam import MskIamTokenProvider
 from consumer.kafka.auth.oauth import CachedTokenProvider, ClientCredentialsTokenProvider
+from consumer.kafka.copartitioned import CoPartitionedAssignor
 from consumer.kafka.errors import Refuse, Retry, map_kafka_error
 from consumer.settings import Settings
 
@@ -190,10 +191,14 @@ def new_producer(
     )
 
 
-def new_consumer(settings: Settings, client_id: str, group_id: str | None) -> AIOKafkaConsumer:
+def new_consumer(settings: Settings, client_id: str, group_id: str | None,
+                 *, copartitioned: bool = False) -> AIOKafkaConsumer:
     """A consumer with manual commits that reads only committed (transactional) records;
-    ``group_id`` None: outside any group (assign and seek, nothing ever committed)."""
+    ``group_id`` None: outside any group (assign and seek, nothing ever committed);
+    ``copartitioned``: a member owns the same partition numbers of every topic it reads."""
+    strategy = {"partition_assignment_strategy": (CoPartitionedAssignor,)} if copartitioned else {}
     return AIOKafkaConsumer(
+        **strategy,
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",

@@ -40,9 +40,11 @@ class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 def subscribe(
     consumer: AIOKafkaConsumer,
-    topic: str,
+    topics: Sequence[str],
     handler: RebalanceHandler,
     observers: Sequence[RebalanceObserver] = (),
 ) -> None:
-    """Join the group on ``topic``, routing rebalances to the handler and then the observers."""
-    consumer.subscribe([topic], listener=Listener(handler, observers))
+    """Join the group on ``topics``, routing rebalances to the handler and then the
+    observers. (Two topics are co-partitioned: the consumer's assignor is
+    ``copartitioned.CoPartitionedAssignor``, see ``clients.new_consumer``.)"""
+    consumer.subscribe(list(topics), listener=Listener(handler, observers))

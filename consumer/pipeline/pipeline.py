@@ -71,6 +71,7 @@ class PipelineConfig:
     fetch_timeout_ms: int = 200
     final_commit_timeout_s: float = 5.0  # the drain's last commit, if the broker is away
     input_format: Format = TRACE_JSON  # TRACES_FORMAT: a span format takes the span path
+    logs_topic: str | None = None  # OTLP_LOGS_TOPIC: read with the spans, co-partitioned
     assembly: AssemblyLimits = field(default_factory=AssemblyLimits)
 
 
@@ -113,7 +114,8 @@ class Pipeline:
             clock = FrontierClock(lambda tp: not self._paused and ends(tp))
             self._spans = SpanPath(self._records, rules, fmt, config.assembly,
                                    self._tracker, self._tasks, clock,
-                                   max_judging=config.max_in_flight)
+                                   max_judging=config.max_in_flight,
+                                   logs_topic=config.logs_topic)
         self.outcomes = self._records.outcomes  # pass/fail/error/skipped/dead_lettered/...
         self.verdicts_by_rule = self._records.by_rule  # (rule, verdict) -> verdicts
         self.span_path = self._spans  # span formats: a replay sets its time and reads its counts

@@ -23,6 +23,13 @@ cancel it as they do a record's task. The drain stops the timer first: open trac
 judged early; their records stay uncommitted and are reassembled after the restart. A
 closed trace's own way to its verdict is ``traces.py``'s.
 
+With ``OTLP_LOGS_TOPIC`` one assembly reads a partition number of both topics (co-partitioned:
+the assignor gives a worker the same numbers of both, ``kafka/copartitioned.py``): the logs
+topic's GenAI records join their traces there, and each record's ref names its topic
+(``telemetry/record_refs.py``). The pair's time is its slower topic's: a trace closes only
+once both are read past it (``now``), and the done records go back to their own topic's
+offsets.
+
 The span metrics are counted here (``ops/metrics.py``), and the signs that a trace's spans
 are spread over partitions noticed (``split_traces.py``).
 """
@@ -30,6 +37,7 @@ are spread over partitions noticed (``split_traces.py``).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import replace
@@ -50,6 +58,7 @@ from consumer.pipeline.traces import TracePath
 from consumer.rules.rule_set import RuleSet
 from consumer.telemetry.assembly import AssemblyCounts, AssemblyLimits, ClosedTrace, TraceAssembly
 from consumer.telemetry.clock import FrontierClock, TraceClock, WallClock
+from consumer.telemetry.record_refs import LOGS_LANE, SPANS, Lane, lane_of, offset_of, record_ref
 from consumer.telemetry.spans import DecodedRecord
 
 log = structlog.get_logger(__name__)
@@ -63,6 +72,7 @@ _SPANS_DROPPED = metrics.SPANS.labels("dropped")
 
 
 Tasks = dict[Hashable, set[asyncio.Task[None]]]
+Pair = int  # an assembly's key: the partition number it reads of the spans (and logs) topic
 
 
 class ClosedTraces(Protocol):
@@ -87,14 +97,19 @@ class SpanPath:
         clock: TraceClock | None = None,
         *,
         max_judging: int,
+        logs_topic: str | None = None,
     ) -> None:
+        """``logs_topic``: ``OTLP_LOGS_TOPIC``, read with the spans (None: spans alone)."""
         self._records = records
         self._rules = rules
         self._traces: ClosedTraces = TracePath(records, rules)
         self._split = SplitWatch()
         # What each assembly's counts were when last added to the metrics (counts only grow).
         self._reported: WeakKeyDictionary[TraceAssembly, AssemblyCounts] = WeakKeyDictionary()
-        self._decode = span_format.decoder()
+        self._decoders = {SPANS: span_format.decoder()}
+        self._logs_topic = logs_topic
+        if logs_topic is not None:
+            self._decoders[LOGS_LANE] = span_format.logs_decoder()
         self.limits = limits
         self._tracker = tracker  # the pipeline's: offsets are marked done here
         self._tasks = tasks  # the pipeline's: revoke and drain wait for these
@@ -103,8 +118,9 @@ class SpanPath:
         self._windows: dict[Hashable, tuple[int, int]] = {}
         self._early = _EveryFew("traces_closed_early")  # a replay's, when its time cannot pass
         self._capacity = _EveryFew("traces_closed_for_capacity")
-        self._assemblies: dict[Hashable, TraceAssembly] = {}  # the partitions being closed
-        self._leaving: dict[Hashable, TraceAssembly] = {}  # revoked, their tasks finishing
+        self._assemblies: dict[Pair, TraceAssembly] = {}  # the partitions being closed
+        self._leaving: dict[Pair, TraceAssembly] = {}  # revoked, their tasks finishing
+        self._lanes: dict[Pair, dict[Lane, Partition]] = {}  # each pair's partitions owned
         self._timer: asyncio.Task[None] | None = None
         # A timer tick may close thousands of traces at once (all of MAX_OPEN_TRACES): they
         # wait for the judge as the spans they already are. Their candidates, requests and
@@ -125,8 +141,8 @@ class SpanPath:
                 or held > self.limits.max_held_bytes)
 
     def open_on(self, tp: Partition) -> int:
-        """Traces being assembled on one partition."""
-        assembly = self._assemblies.get(tp)
+        """Traces being assembled on one partition (and its pair)."""
+        assembly = self._assemblies.get(tp.partition)
         return 0 if assembly is None else assembly.open_count
 
     @property
@@ -150,26 +166,43 @@ class SpanPath:
 
     # -- partitions ------------------------------------------------------------------------
 
+    def lane(self, tp: Partition) -> Lane:
+        """Which of the pair's topics the partition is of."""
+        return LOGS_LANE if tp.topic == self._logs_topic else SPANS
+
     def assigned(self, tp: Partition) -> None:
-        """Start assembling the partition (from its committed offset)."""
-        self._leaving.pop(tp, None)
-        if tp not in self._assemblies:
-            start, stop = self._windows.get(tp, (None, None))
-            self._assemblies[tp] = TraceAssembly(self.limits, opens_before=stop, opens_from=start)
+        """Start assembling the partition (from its committed offset), with its pair."""
+        pair = tp.partition
+        lanes = self._lanes.setdefault(pair, {})
+        lanes[self.lane(tp)] = tp
+        self._leaving.pop(pair, None)
+        if pair not in self._assemblies:
+            windows = {lane: self._windows.get(owned, (None, None))
+                       for lane, owned in lanes.items()}
+            start, stop = windows.get(SPANS, (None, None))
+            self._assemblies[pair] = TraceAssembly(
+                self.limits, opens_before=stop, opens_from=start,
+                logs_window=windows.get(LOGS_LANE, (None, None)))
             self._share_memory()
 
     def stop_closing(self, revoked: Collection[Partition]) -> None:
         """Close no more of these partitions' traces; those already closed still finish."""
         for tp in revoked:
-            if (assembly := self._assemblies.pop(tp, None)) is not None:
-                self._leaving[tp] = assembly
+            if (assembly := self._assemblies.pop(tp.partition, None)) is not None:
+                self._leaving[tp.partition] = assembly
         metrics.OPEN_TRACES.set(self.open_traces)  # a revoked partition's are not ours now
 
     def forget(self, tp: Partition) -> None:
-        """Drop the partition's traces: nothing more is done; the next owner reassembles."""
+        """Drop the partition's traces: nothing more is done; the next owner reassembles.
+        (A pair is revoked whole: the co-partitioned assignor moves both together.)"""
+        pair = tp.partition
         for held in (self._assemblies, self._leaving):
-            if (assembly := held.pop(tp, None)) is not None:
+            if (assembly := held.pop(pair, None)) is not None:
                 assembly.drop_all()
+        lanes = self._lanes.get(pair, {})
+        lanes.pop(self.lane(tp), None)
+        if not lanes:
+            self._lanes.pop(pair, None)
         if isinstance(self._clock, FrontierClock):
             self._clock.forget(tp)
         self._share_memory()
@@ -187,21 +220,23 @@ class SpanPath:
 
     def accept(self, tp: Partition, offsets: PartitionOffsets, records: Sequence[Record]) -> None:
         """Track, decode and assemble fetched records; dead-letter the undecodable ones."""
-        if tp not in self._assemblies:  # not handed over (or revoking): the caller checked
-            self.assigned(tp)
-        assembly = self._assemblies[tp]
+        pair, lane = tp.partition, self.lane(tp)
+        if pair not in self._assemblies or lane not in self._lanes.get(pair, {}):
+            self.assigned(tp)  # not handed over (or revoking): the caller checked
+        assembly = self._assemblies[pair]
         if (inherited := offsets.inherited) is not None:
             assembly.inherit(inherited.closed)
+        decode = self._decoders[lane]
         for record in records:
             if not metrics.taken(offsets.take(record.offset)):
                 continue  # its previous owner finished it (the commit's progress)
-            now = self._clock.arrival(tp, record.offset, record.timestamp)
-            self._start_judging(tp, offsets, assembly, assembly.due(now))
+            now = self.now(pair, tp, self._clock.arrival(tp, record.offset, record.timestamp))
+            self._start_judging(pair, assembly, assembly.due(now))
             try:
-                decoded = self._decode(record.value or b"")
+                decoded = decode(record.value or b"")
                 self._notice(tp, record, decoded)
                 fresh = self._not_open(assembly, decoded)
-                done = assembly.add(record.offset, decoded, now)
+                done = assembly.add(record_ref(record.offset, lane), decoded, now)
                 self._check_split(tp, assembly, fresh)
             except DecodeError as exc:
                 self._reject(tp, offsets, record, exc.reason, undecodable=True)
@@ -210,16 +245,45 @@ class SpanPath:
                 log.exception("record_failed", partition=record.partition, offset=record.offset)
                 self._reject(tp, offsets, record, internal_error(exc), undecodable=False)
                 continue
-            for offset in done:
-                offsets.done(offset)
+            for ref in done:
+                offsets.done(offset_of(ref))
             if self._over_limit:
                 self._close_to_limit()
         self._report(assembly)
 
+    def now(self, pair: Pair, arriving: Partition | None = None, arrival: float = 0.0) -> float:
+        """The pair's present (with ``arriving``'s time the ``arrival`` of its record just
+        read): its slower topic's, for a trace is whole only once both are read past it. A
+        partition read to its end holds the other back no longer (its time runs with the wall
+        clock, or it has none yet: a logs topic that is quiet)."""
+        lanes = self._lanes.get(pair, {})
+
+        def present(tp: Partition) -> float:
+            return arrival if tp == arriving else self._clock.now(tp)
+
+        if len(lanes) < 2:
+            return present(next(iter(lanes.values()))) if lanes else -math.inf
+        times = [(present(tp), self._clock.caught_up(tp)) for tp in lanes.values()]
+        behind = [now for now, caught_up in times if not caught_up]
+        return min(behind) if behind else max(now for now, _ in times)
+
+    def _done(self, pair: Pair, refs: Sequence[int],
+              owned: Mapping[Lane, tuple[Partition, PartitionOffsets]]) -> None:
+        """Mark the records done in their own topic's offsets, unless that partition was
+        revoked (and maybe assigned again) since ``owned`` was taken."""
+        for ref in refs:
+            tp, offsets = owned[lane_of(ref)]
+            if self._tracker.current(tp) is offsets:
+                offsets.done(offset_of(ref))
+
+    def _owned(self, pair: Pair) -> dict[Lane, tuple[Partition, PartitionOffsets]]:
+        return {lane: (tp, offsets) for lane, tp in self._lanes.get(pair, {}).items()
+                if (offsets := self._tracker.current(tp)) is not None}
+
     def closed_keys(self, tp: Partition) -> list[bytes]:
-        """The partition's finished traces still spread over records not done (the
-        commit's progress)."""
-        assembly = self._assemblies.get(tp) or self._leaving.get(tp)
+        """The pair's finished traces still spread over records not done (the commit's
+        progress; both topics' commits carry them all)."""
+        assembly = self._assemblies.get(tp.partition) or self._leaving.get(tp.partition)
         return [] if assembly is None else assembly.closed_keys()
 
     def _report(self, assembly: TraceAssembly) -> None:
@@ -252,8 +316,8 @@ class SpanPath:
         for trace_id in fresh:
             if assembly.is_open(trace_id):
                 self._split.opened(tp, trace_id, [
-                    other for other, held in self._assemblies.items()
-                    if other != tp and held.is_open(trace_id)
+                    self._lanes[other].get(SPANS, tp) for other, held in self._assemblies.items()
+                    if other != tp.partition and held.is_open(trace_id)
                 ])
 
     def _reject(self, tp: Partition, offsets: PartitionOffsets, record: Record, reason: str,
@@ -293,7 +357,7 @@ class SpanPath:
                 self.close_due()
             except Exception:  # a bug must not stop every partition's closing for good
                 log.exception("trace_timer_failed")
-            waits = [at - self._clock.now(tp) for tp, assembly in self._assemblies.items()
+            waits = [at - self.now(pair) for pair, assembly in self._assemblies.items()
                      if (at := assembly.next_due_at()) is not None]
             wait = min(waits, default=TIMER_MAX_SLEEP_S)
             await asyncio.sleep(min(max(wait, TIMER_MIN_SLEEP_S), TIMER_MAX_SLEEP_S))
@@ -302,25 +366,23 @@ class SpanPath:
         """Close the traces ready by each partition's clock and start judging each; return
         how many."""
         started = 0
-        for tp, assembly in list(self._assemblies.items()):
-            offsets = self._tracker.current(tp)
-            if offsets is None:
+        for pair, assembly in list(self._assemblies.items()):
+            lanes = self._lanes.get(pair, {})
+            if not self._owned(pair):
                 continue
-            started += self._start_judging(tp, offsets, assembly, assembly.due(self._clock.now(tp)))
-            if assembly.open_count and self._clock.at_end(tp):
-                self._leave_open(tp, offsets, assembly)
+            started += self._start_judging(pair, assembly, assembly.due(self.now(pair)))
+            if assembly.open_count and all(map(self._clock.at_end, lanes.values())):
+                self._leave_open(pair, assembly)
         return started
 
-    def _leave_open(self, tp: Partition, offsets: PartitionOffsets,
-                    assembly: TraceAssembly) -> None:
+    def _leave_open(self, pair: Pair, assembly: TraceAssembly) -> None:
         """A replay read the partition to its end, and traces are still open by the time it
         started (``telemetry/clock.LogClock``): they were still being written then, the live
         worker's to judge whole under the same verdict ids. Leave them unjudged, their
         records done."""
         before = assembly.counts.open_at_end
-        for offset in assembly.leave_open():
-            offsets.done(offset)
-        log.warning("traces_open_at_end", topic=tp.topic, partition=tp.partition,
+        self._done(pair, assembly.leave_open(), self._owned(pair))
+        log.warning("traces_open_at_end", partition=pair,
                     traces=assembly.counts.open_at_end - before)
         self._report(assembly)
 
@@ -332,21 +394,19 @@ class SpanPath:
         labelled as they would close (counted ``closed_early``), so that the same records
         close the same traces however fast they are fetched or judged."""
         closed = 0
-        while self._over_limit and (tp := self._next_to_close()) is not None:
-            offsets = self._tracker.current(tp)
-            assert offsets is not None  # noqa: S101 - ``_next_to_close`` checks it
-            assembly = self._assemblies[tp]
+        while self._over_limit and (pair := self._next_to_close()) is not None:
+            assembly = self._assemblies[pair]
             closed += self._start_judging(
-                tp, offsets, assembly,
+                pair, assembly,
                 assembly.close_next() if self._windows else assembly.close_oldest())
         (self._early if self._windows else self._capacity).add(
             closed, open_traces=self.open_traces, max_open_traces=self.limits.max_open_traces)
 
-    def _next_to_close(self) -> Partition | None:
+    def _next_to_close(self) -> Pair | None:
         """The partition whose trace closes first at capacity: the one due next in a replay's
         time, else the one with the oldest open trace."""
-        ranked = [(at, tp) for tp, assembly in self._assemblies.items()
-                  if self._tracker.current(tp) is not None
+        ranked = [(at, pair) for pair, assembly in self._assemblies.items()
+                  if self._owned(pair)
                   and (at := (assembly.next_due_at() if self._windows
                               else assembly.oldest_first_at)) is not None]
         return min(ranked, key=lambda entry: entry[0])[1] if ranked else None
@@ -364,27 +424,30 @@ class SpanPath:
         if any(self._tasks.values()) or self._rules.holding or self._tracker.changed():
             return 0  # the pause lifts by itself
         if not self._windows:
-            if (tp := self._next_to_close()) is None:
+            if (pair := self._next_to_close()) is None:
                 return 0
-            offsets = self._tracker.current(tp)
-            assert offsets is not None  # noqa: S101 - ``_next_to_close`` checks it
-            assembly = self._assemblies[tp]
-            started = self._start_judging(tp, offsets, assembly, assembly.close_oldest())
+            started = self._start_judging(pair, self._assemblies[pair],
+                                          self._assemblies[pair].close_oldest())
             self._capacity.add(started, open_traces=self.open_traces, window_full=True)
             return started
         started = 0
-        for tp, assembly in list(self._assemblies.items()):
-            if (offsets := self._tracker.current(tp)) is not None:
-                started += self._start_judging(tp, offsets, assembly, assembly.close_all())
+        for pair, assembly in list(self._assemblies.items()):
+            if self._owned(pair):
+                started += self._start_judging(pair, assembly, assembly.close_all())
         self._early.add(started, open_traces=self.open_traces,
                         max_open_traces=self.limits.max_open_traces)
         return started
 
-    def _start_judging(self, tp: Partition, offsets: PartitionOffsets, assembly: TraceAssembly,
+    def _start_judging(self, pair: Pair, assembly: TraceAssembly,
                        closed: list[ClosedTrace]) -> int:
+        owned = self._owned(pair) if closed else {}
         for trace in closed:
             metrics.TRACES_CLOSED.labels(trace.closed_by).inc()
-            self._spawn(tp, self._judge(tp, offsets, assembly, trace))
+            # Its verdict's source: the record of its first span (else of its first log
+            # record), in that record's own topic.
+            tp, _ = owned.get(lane_of(trace.first_offset)) or next(iter(owned.values()))
+            self._spawn(tp, self._judge(
+                tp, replace(trace, first_offset=offset_of(trace.first_offset)), assembly, owned))
         if closed:  # kept spans are counted as their trace closes
             self._report(assembly)
         return len(closed)
@@ -392,8 +455,8 @@ class SpanPath:
     # -- one closed trace -------------------------------------------------------------------
 
     async def _judge(
-        self, tp: Partition, offsets: PartitionOffsets, assembly: TraceAssembly,
-        closed: ClosedTrace,
+        self, tp: Partition, closed: ClosedTrace, assembly: TraceAssembly,
+        owned: Mapping[Lane, tuple[Partition, PartitionOffsets]],
     ) -> None:
         async with self._judging:
             bound = log.bind(topic=tp.topic, partition=tp.partition, trace_id=closed.trace_id,
@@ -401,10 +464,7 @@ class SpanPath:
             await self._traces.handle(tp, closed, bound)
         # The records it held may now be done; a completion for a partition revoked (and
         # maybe re-assigned) meanwhile is dropped.
-        done = assembly.finished(closed.trace_id)
-        if self._tracker.current(tp) is offsets:
-            for offset in done:
-                offsets.done(offset)
+        self._done(tp.partition, assembly.finished(closed.trace_id), owned)
 
     def _spawn(self, tp: Partition, work: Any) -> None:
         tasks = self._tasks.setdefault(tp, set())

@@ -1,8 +1,14 @@
-"""One partition's GenAI spans -> whole traces, closed by time; which offsets are done (pure).
+"""One partition's GenAI spans (and log records) -> whole traces, closed by time; which
+records are done (pure).
 
 The caller feeds every fetched record (``add``), asks on a timer which traces are ready
 (``due``), judges them, and reports each outcome once acknowledged (``finished``); ``add`` and
-``finished`` return the offsets that are then done, for ``pipeline/offsets.PartitionOffsets``.
+``finished`` return the records that are then done, for ``pipeline/offsets.PartitionOffsets``.
+Records are named by ``record_refs``: a spans record by its offset, a record of the logs topic
+(``OTLP_LOGS_TOPIC``, co-partitioned) by its offset in a lane of its own. A GenAI log record
+counts for its trace as a span does (it opens it, is activity, holds its record, is late
+after the close), and a closed trace's spans come with their log records joined to them
+(``log_events.py``), so that everything downstream reads one trace.
 
 When a trace is ready (DESIGN.md, "Telemetry input"): its root arrived (kept, or dropped as an
 HTTP span) and none of its spans for ``quiet_s`` -> ``quiet``; else ``max_wait_s`` after its
@@ -49,8 +55,10 @@ from dataclasses import astuple, dataclass
 from typing import Literal
 
 from consumer.telemetry.bounded_spans import KeptSpans
+from consumer.telemetry.log_events import join_logs
 from consumer.telemetry.recent_ids import RecentIds
 from consumer.telemetry.record_holds import RecordHolds
+from consumer.telemetry.record_refs import LOGS_LANE, SPANS, Lane, lane_of, offset_of
 from consumer.telemetry.spans import DecodedRecord, Span
 from consumer.telemetry.trace_keys import trace_key
 
@@ -77,12 +85,14 @@ class ClosedTrace:
     """A trace ready to be judged, with what the verdict's ``assembly`` and ``source`` say."""
 
     trace_id: str
-    spans: tuple[Span, ...]  # the kept GenAI spans, in arrival order
+    spans: tuple[Span, ...]  # the kept GenAI spans, in arrival order, their log records joined
     root_seen: bool
     closed_by: ClosedBy
     span_count: int  # its spans the records carried since it opened: kept, capped, non-GenAI
     capped: int  # GenAI spans not kept: over the trace's bounds (``bounded_spans.py``)
-    first_offset: int  # the record of its first kept span: the verdict's ``source``
+    # The ref of the record of its first kept span (else of its first log record): the
+    # verdict's ``source`` (``record_refs``: without a logs topic, the offset).
+    first_offset: int
     let_go: frozenset[str] = frozenset()  # ids of the GenAI spans not kept (so far as known)
 
 
@@ -122,10 +132,15 @@ class TraceAssembly:
     """The open traces of one partition, and the records they hold back from the commit."""
 
     def __init__(self, limits: AssemblyLimits, opens_before: int | None = None,
-                 opens_from: int | None = None) -> None:
+                 opens_from: int | None = None,
+                 logs_window: tuple[int | None, int | None] = (None, None)) -> None:
+        """``opens_from`` / ``opens_before``: a replay's window of spans records (offsets);
+        ``logs_window``: the same for the logs topic's records."""
         self.limits = limits
-        self.opens_before = opens_before  # a replay's stop: no trace opens from here on
-        self.opens_from = opens_from  # a replay's start: records before it are its lead-in
+        # Per lane, a replay's start (records before it are its lead-in) and its stop (no
+        # trace opens from there on), as offsets of that lane's topic.
+        self._windows: dict[Lane, tuple[int | None, int | None]] = {
+            SPANS: (opens_from, opens_before), LOGS_LANE: logs_window}
         self.counts = AssemblyCounts()
         self._open: OrderedDict[str, _Open] = OrderedDict()  # in order of first span
         self._quiet: OrderedDict[str, _Open] = OrderedDict()  # root seen; by last activity
@@ -136,7 +151,7 @@ class TraceAssembly:
         self._closed = RecentIds(limits.max_remembered_ids)
         self._early_roots = RecentIds(limits.max_remembered_ids)
         self._before_window = RecentIds(limits.max_remembered_ids)  # begun in the lead-in
-        self._last_offset: int | None = None
+        self._last_ref: dict[Lane, int] = {}  # per lane, the last record added
         self._now = float("-inf")
         self.held_bytes = 0  # the open traces' kept spans, estimated (``bounded_spans.py``)
 
@@ -166,16 +181,20 @@ class TraceAssembly:
         return len(self._unfinished)
 
     def add(self, offset: int, decoded: DecodedRecord, now: float) -> list[int]:
-        """Feed one record's spans; return ``[offset]`` if it is done at once, else ``[]``."""
-        if self._last_offset is not None and offset <= self._last_offset:
-            raise ValueError(f"offset {offset} is not after {self._last_offset}")
-        self._last_offset = offset
+        """Feed one record's spans and log records; return ``[offset]`` (its ref, see
+        ``record_refs``) if it is done at once, else ``[]``."""
+        lane = lane_of(offset)
+        last = self._last_ref.get(lane)
+        if last is not None and offset <= last:
+            raise ValueError(f"record {offset} is not after {last}")
+        self._last_ref[lane] = offset
         now = self._now = max(now, self._now)
-        if self.opens_from is not None and offset < self.opens_from:
+        opens_from, opens_before = self._windows[lane]
+        if opens_from is not None and offset_of(offset) < opens_from:
             self._lead_in(decoded)
             return [offset]
         counts = self.counts
-        opening = self.opens_before is None or offset < self.opens_before
+        opening = opens_before is None or offset_of(offset) < opens_before
         if opening:
             counts.spans_dropped += decoded.dropped
         kept_for: dict[str, int] = {}  # past the stop, or begun before: each trace's kept spans
@@ -198,6 +217,19 @@ class TraceAssembly:
             if not opening:
                 kept_for[trace_id] = kept_for.get(trace_id, 0) + 1
             self.held_bytes += trace.kept.add(span)  # counted kept or dropped as it closes
+            self._touch(trace_id, trace, now)
+        # ... and so do GenAI log records (a logs topic's record has nothing else).
+        for record in decoded.logs:
+            trace_id = record.trace_id
+            trace = self._open.get(trace_id)
+            if trace is None:
+                if not opening or trace_id in self._before_window:
+                    continue
+                if self._is_closed(trace_id):
+                    late.add(trace_id)
+                    continue
+                trace = self._open_trace(trace_id, offset, now)
+            self.held_bytes += trace.kept.add_log(record)
             self._touch(trace_id, trace, now)
         # Step 2: every span of an open trace, kept or not, is activity; of a closed one, late.
         for trace_id, spans in decoded.spans_per_trace.items():
@@ -244,6 +276,8 @@ class TraceAssembly:
         (another window's); a root of a trace not begun is remembered, as in ``add``."""
         for span in decoded.kept:
             self._before_window.add(span.trace_id)
+        for record in decoded.logs:
+            self._before_window.add(record.trace_id)
         for trace_id in decoded.roots_seen:
             if trace_id not in self._before_window:
                 self._early_roots.add(trace_id)
@@ -337,7 +371,7 @@ class TraceAssembly:
         self._closed.clear()
         self._early_roots.clear()
         self._before_window.clear()
-        self._last_offset = None
+        self._last_ref.clear()
 
     # -- internals -------------------------------------------------------------------------
 
@@ -396,11 +430,12 @@ class TraceAssembly:
         self.held_bytes -= kept.size
         return ClosedTrace(
             trace_id=trace_id,
-            spans=kept.spans(),
+            spans=join_logs(kept.spans(), kept.logs()),
             root_seen=trace.root_seen,
             closed_by=closed_by,
             span_count=trace.span_count,
             capped=kept.capped,
             let_go=frozenset(kept.let_go),
-            first_offset=trace.offsets[0],
+            first_offset=next((ref for ref in trace.offsets if lane_of(ref) == SPANS),
+                              trace.offsets[0]),
         )

@@ -11,7 +11,10 @@ trace's outermost spans. A span alone larger than its half of ``max_bytes`` has 
 text values cut to fit rather than being lost (the judge cuts the context anyway).
 
 A span sent twice (an exporter retrying a batch the broker had taken) is kept once: a
-second copy of a retrieved document or an answer would change what the judge reads.
+second copy of a retrieved document or an answer would change what the judge reads. The same
+holds for the trace's GenAI log records (``OTLP_LOGS_TOPIC``), which are kept beside the spans
+within bounds of their own (as many records as spans, a quarter of the bytes): the first
+ones, for they carry the input, then the latest, for the answer comes last.
 
 Sizes are estimates of the Python objects held (``sys.getsizeof`` of each text, plus a dict
 entry's cost), cheap enough for the few spans kept; the decoder has already cut each value
@@ -26,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from consumer.telemetry.spans import Span
+from consumer.telemetry.spans import LogEvent, Span
 
 NUMBER_BYTES = 32  # an int or float object
 ENTRY_BYTES = 40  # a dict entry beyond its key and value objects
@@ -39,8 +42,9 @@ CUT_MARK = "..."  # ASCII: "…" would store a Latin-1 text at twice its width
 class KeptSpans:
     """The first spans (up to half the bounds) and the latest (the other half)."""
 
-    __slots__ = ("_head", "_head_bytes", "_ids", "_max_bytes", "_max_spans", "_tail",
-                 "_tail_bytes", "capped", "duplicates", "let_go")
+    __slots__ = ("_head", "_head_bytes", "_ids", "_log_keys", "_logs", "_logs_bytes",
+                 "_max_bytes", "_max_spans", "_tail", "_tail_bytes", "capped", "duplicates",
+                 "let_go")
 
     def __init__(self, max_spans: int, max_bytes: int) -> None:
         self._max_spans = (max_spans - max_spans // 2, max_spans // 2)  # (head, tail)
@@ -52,7 +56,10 @@ class KeptSpans:
         self._ids: set[str] = set()  # of the spans held
         self.let_go: set[str] = set()  # ids of spans not kept, or let go for later ones
         self.capped = 0  # spans not kept, or let go for later ones
-        self.duplicates = 0  # spans sent again, ignored
+        self.duplicates = 0  # spans (or log records) sent again, ignored
+        self._logs: list[LogEvent] = []
+        self._logs_bytes = 0
+        self._log_keys: set[tuple[str | None, str, int, int]] = set()
 
     @property
     def dropped(self) -> int:
@@ -62,10 +69,31 @@ class KeptSpans:
     @property
     def size(self) -> int:
         """The estimated bytes held."""
-        return self._head_bytes + self._tail_bytes
+        return self._head_bytes + self._tail_bytes + self._logs_bytes
 
     def __len__(self) -> int:
         return len(self._head) + len(self._tail)
+
+    def logs(self) -> tuple[LogEvent, ...]:
+        """The kept log records, in arrival order."""
+        return tuple(self._logs)
+
+    def add_log(self, record: LogEvent) -> int:
+        """Keep a GenAI log record if its bounds allow; return the bytes it adds."""
+        event = record.event
+        key = (record.span_id, event.name, event.time_unix_nano, hash(repr(event.attributes)))
+        if key in self._log_keys:
+            self.duplicates += 1
+            return 0
+        size = event_bytes(event.name, event.attributes)
+        if (len(self._logs) >= sum(self._max_spans)
+                or self._logs_bytes + size > self._max_bytes[1] // 2):
+            self.capped += 1
+            return 0
+        self._log_keys.add(key)
+        self._logs.append(record)
+        self._logs_bytes += size
+        return size
 
     def spans(self) -> tuple[Span, ...]:
         """The kept spans, in arrival order (the first, then the latest)."""
@@ -130,8 +158,13 @@ def span_bytes(span: Span) -> int:
     """An estimate of the memory a span holds: its name, attributes and events."""
     total = SPAN_BYTES + sys.getsizeof(span.name) + _mapping_bytes(span.attributes)
     for event in span.events:
-        total += sys.getsizeof(event.name) + _mapping_bytes(event.attributes)
+        total += event_bytes(event.name, event.attributes)
     return total
+
+
+def event_bytes(name: str, attributes: Mapping[str, Any]) -> int:
+    """An estimate of the memory an event (or log record) holds."""
+    return sys.getsizeof(name) + _mapping_bytes(attributes)
 
 
 def _mapping_bytes(attributes: Mapping[str, Any]) -> int:

@@ -34,6 +34,11 @@ class TraceClock(Protocol):
         by time: they are left unjudged (``SpanPath.close_due``)."""
         ...
 
+    def caught_up(self, partition: Hashable) -> bool:
+        """Is the partition read to the end of what it holds now? One partition of a pair
+        (spans and logs, ``SpanPath.now``) that is holds the other's time back no longer."""
+        ...
+
 
 class WallClock:
     """The monotonic clock, the same for every partition (for tests of assembly alone)."""
@@ -49,6 +54,10 @@ class WallClock:
     def at_end(self, partition: Hashable) -> bool:
         """Never: a live topic goes on."""
         return False
+
+    def caught_up(self, partition: Hashable) -> bool:
+        """Always: the records count as read when they come."""
+        return True
 
 
 class ReadEnds(Protocol):
@@ -105,6 +114,10 @@ class FrontierClock:
         """Never: a live topic goes on."""
         return False
 
+    def caught_up(self, partition: Hashable) -> bool:
+        """Read to its end offset, and not paused."""
+        return self._read_to_end(partition)
+
 
 class LogEnds(Protocol):
     """Where a replay's reading of each partition ends (``replay/window.Window``)."""
@@ -153,3 +166,7 @@ class LogClock:
     def at_end(self, partition: Hashable) -> bool:
         """Was the partition read to its end, every record handed on added?"""
         return self._ends.read_through(partition, self._last_added.get(partition))
+
+    def caught_up(self, partition: Hashable) -> bool:
+        """Read to where the replay ends."""
+        return self.at_end(partition)

@@ -106,7 +106,7 @@ def parse_otlp_json(value: bytes) -> tuple[TracesData, Skipped]:
     try:
         document = json.loads(value)
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
-        raise DecodeError(f"not JSON: {_one_line(e)}") from e
+        raise DecodeError(f"not JSON: {one_line(e)}") from e
     if not isinstance(document, dict):
         raise DecodeError(f"OTLP JSON must be an object, got {type(document).__name__}")
     data, skipped = TracesData(), Skipped()
@@ -165,7 +165,7 @@ def _parse_span(span: object, scope: ScopeSpans, skipped: Skipped) -> int:
         json_format.ParseDict(span, scope.spans.add(), ignore_unknown_fields=True)
     except _PARSE_ERRORS as e:
         del scope.spans[-1]  # half filled: ParseDict stops at the first bad field
-        skipped.unreadable(f"span {span_id.hex()}: {_bad_field(e)}", trace_id, parent_id)
+        skipped.unreadable(f"span {span_id.hex()}: {bad_field(e)}", trace_id, parent_id)
         return 0
     return 1
 
@@ -182,7 +182,7 @@ def _parse_resource(resource: object, target: Resource, skipped: Skipped) -> Non
         return
     except _PARSE_ERRORS as e:
         target.Clear()
-        skipped.note(f"resource partly unreadable: {_bad_field(e)}")
+        skipped.note(f"resource partly unreadable: {bad_field(e)}")
     pairs = resource.get("attributes")
     for pair in pairs if isinstance(pairs, list) else ():
         try:
@@ -218,11 +218,12 @@ def _field(node: dict[str, Any], camel: str, proto: str) -> object:
     return node.get(camel, node.get(proto))
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
+    """An error's text on one line, cut to 300 characters."""
     return " ".join(str(error).split())[:300]
 
 
-def _bad_field(error: BaseException) -> str:
+def bad_field(error: BaseException) -> str:
     """Which field failed to parse and how, never its value: protobuf's message may quote the
     value (``invalid literal for int(): 'sk-...'``), and span attributes may hold secrets or
     personal data that must not reach a log line. Only the two parts protobuf writes around

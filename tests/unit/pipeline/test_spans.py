@@ -27,7 +27,7 @@ def _path(limits: AssemblyLimits) -> SpanPath:
 
 
 def _bounds(path: SpanPath, partitions: list[TP]) -> set[int]:
-    return {path._assemblies[tp].remembered_at_most for tp in partitions}
+    return {path._assemblies[tp.partition].remembered_at_most for tp in partitions}
 
 
 def test_the_worker_shares_its_bound_on_remembered_ids_among_its_partitions() -> None:
@@ -55,6 +55,9 @@ class LateClock:
 
     def at_end(self, partition: Hashable) -> bool:
         return False
+
+    def caught_up(self, partition: Hashable) -> bool:
+        return True
 
 
 async def test_traces_closed_at_once_are_taken_to_the_judge_a_few_at_a_time() -> None:

@@ -38,6 +38,9 @@ class StoppedClock:
     def at_end(self, partition: Hashable) -> bool:
         return False
 
+    def caught_up(self, partition: Hashable) -> bool:
+        return True
+
 
 class TimestampClock:
     """A replay's time: each record's timestamp; a partition is at its end once told."""
@@ -55,6 +58,9 @@ class TimestampClock:
 
     def at_end(self, partition: Hashable) -> bool:
         return partition in self.ended
+
+    def caught_up(self, partition: Hashable) -> bool:
+        return True
 
 
 def replaying_path(clock: StoppedClock | TimestampClock, max_open_traces: int = 10,
