@@ -357,9 +357,15 @@ async def test_the_worker_judges_every_trace_once_from_spans_and_logs(
         assert await worker.terminate() == 0
 
     verdicts = verdicts_by_trace(records)
-    judged = {name: sum(1 for a in asked if a.trace_id in verdicts)
-              for name, asked in delivered.asked.items()}
-    assert judged == {setup.name: len(CASES) for setup in SETUPS}, worker.log()
+    # Per setup: how many of its traces were judged, and from what context; all at once, so
+    # that a failure shows every setup's figures.
+    of_setup = {name: [v for a in asked for v in verdicts.get(a.trace_id, [])]
+                for name, asked in delivered.asked.items()}
+    judged = {name: (len(found), sorted({v["context_source"] for v in found}))
+              for name, found in of_setup.items()}
+    assert judged == {setup.name: (len(CASES), [
+        "retrieval" if setup.name in RETRIEVER_SETUPS else "llm_input"]) for setup in SETUPS
+    }, worker.log()[-3000:]
     assert set(verdicts) == set(expected)
     # The judge's context: the retriever's documents where a setup has a retriever, else the
     # answer's LLM call input, which holds the documents pasted into the system prompt.
