@@ -152,7 +152,7 @@ class Settings(BaseSettings):
                      "kafka_ssl_certfile", "kafka_ssl_keyfile", "kafka_ssl_key_password",
                      "kafka_sasl_oauth_token_endpoint_url", "kafka_sasl_oauth_client_id",
                      "kafka_sasl_oauth_client_secret", "kafka_sasl_oauth_scope", "aws_region",
-                     mode="before")
+                     "otlp_logs_topic", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value

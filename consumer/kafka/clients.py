@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import ProducerFenced
 
 from consumer.errors import ConfigError
@@ -196,7 +197,11 @@ def new_consumer(settings: Settings, client_id: str, group_id: str | None,
     """A consumer with manual commits that reads only committed (transactional) records;
     ``group_id`` None: outside any group (assign and seek, nothing ever committed);
     ``copartitioned``: a member owns the same partition numbers of every topic it reads."""
-    strategy = {"partition_assignment_strategy": (CoPartitionedAssignor,)} if copartitioned else {}
+    # Preferred, and so chosen once every member offers it; until then (a rolling deploy
+    # turning OTLP_LOGS_TOPIC on) the group takes aiokafka's default, which the old members
+    # offer, rather than refusing the new ones (``copartitioned.py``).
+    strategies = (CoPartitionedAssignor, RoundRobinPartitionAssignor)
+    strategy = {"partition_assignment_strategy": strategies} if copartitioned else {}
     return AIOKafkaConsumer(
         **strategy,
         group_id=group_id,

@@ -6,8 +6,14 @@ keyed by trace id (the collector's ``partition_traces_by_id`` and
 have the same partition count. The worker that assembles partition 3 of the spans must then
 read partition 3 of the logs too. Kafka's own range assignor happens to do so; the round
 robin aiokafka uses by default does not. This assignor says it: each partition number goes to
-one member, with every subscribed topic's partition of that number. It is the only strategy a
-worker reading two topics offers, so a group never settles on another.
+one member, with every subscribed topic's partition of that number.
+
+A worker reading two topics offers it first and the round robin second. The broker picks a
+strategy every member offers, so while older members (or replicas without
+``OTLP_LOGS_TOPIC``) are in the group it is the round robin: the new members are not refused
+(which would stall a rolling deploy), and the pipeline warns of the partitions it got without
+their pair (``SpanPath.unpaired``); the traces on those are judged without their log records
+until the last old member leaves and the next rebalance deals by number.
 
 Different partition counts break the keying itself (one trace id, two numbers): ``check``
 refuses them at start, in one line.

@@ -100,6 +100,12 @@ TRACES_CLOSED = _counter(
     "reached: the oldest closed with what it had).",
     "closed_by",
 )
+LOG_RECORDS = _counter(
+    "groundedness_log_records",
+    "Log records read from OTLP_LOGS_TOPIC, by outcome: kept (a GenAI event of a trace) or "
+    "dropped (another log, no trace id, or unreadable).",
+    "outcome",
+)
 LATE_SPANS = _counter("groundedness_late_spans", "Spans of a trace already closed: ignored.")
 SPLIT_TRACES = _counter(
     "groundedness_split_traces",

@@ -308,6 +308,8 @@ class Pipeline:
                          closed_traces=len(inherited.closed))
             if self._spans is not None:
                 self._spans.assigned(tp)
+        if self._spans is not None:
+            self._spans.unpaired(self._consumer.assignment())
         if assigned and self._paused:
             self._consumer.pause(*assigned)
         elif assigned:

@@ -69,6 +69,8 @@ MIN_REMEMBERED_IDS = 1_000  # per partition, however many a worker owns
 EARLY_LOG_EVERY_S = 10.0  # traces closed early or at capacity: one warning at most this often
 _SPANS_KEPT = metrics.SPANS.labels("kept")
 _SPANS_DROPPED = metrics.SPANS.labels("dropped")
+_LOGS_KEPT = metrics.LOG_RECORDS.labels("kept")
+_LOGS_DROPPED = metrics.LOG_RECORDS.labels("dropped")
 
 
 Tasks = dict[Hashable, set[asyncio.Task[None]]]
@@ -185,6 +187,23 @@ class SpanPath:
                 logs_window=windows.get(LOGS_LANE, (None, None)))
             self._share_memory()
 
+    def unpaired(self, assignment: Collection[Partition]) -> list[Partition]:
+        """The partitions of ``assignment`` (the whole of it) whose pair of the other topic
+        is not in it: the group dealt by another strategy (``kafka/copartitioned.py``), and
+        their traces are judged without the other topic's records. Warned of here."""
+        if self._logs_topic is None:
+            return []
+        lanes: dict[Pair, set[Lane]] = {}
+        for tp in assignment:
+            lanes.setdefault(tp.partition, set()).add(self.lane(tp))
+        alone = sorted((tp for tp in assignment if len(lanes[tp.partition]) < 2),
+                       key=lambda tp: (tp.topic, tp.partition))
+        if alone:
+            log.warning("partitions_not_copartitioned", partitions=[str(tp) for tp in alone],
+                        detail="another strategy dealt them (a member without OTLP_LOGS_TOPIC "
+                               "in the group?): their traces miss the other topic's records")
+        return alone
+
     def stop_closing(self, revoked: Collection[Partition]) -> None:
         """Close no more of these partitions' traces; those already closed still finish."""
         for tp in revoked:
@@ -299,9 +318,15 @@ class SpanPath:
     def _notice(self, tp: Partition, record: Record, decoded: DecodedRecord) -> None:
         """Say what a record held that assembly cannot use: unreadable spans, a key that is
         not its trace's."""
+        logs = self.lane(tp) == LOGS_LANE
+        if logs:
+            _LOGS_KEPT.inc(len(decoded.logs))
+            _LOGS_DROPPED.inc(decoded.logs_dropped)
         if decoded.problem is not None:
-            log.warning("otlp_spans_unreadable", topic=tp.topic, partition=tp.partition,
-                        offset=record.offset, spans=decoded.invalid, reason=decoded.problem)
+            what = {"log_records": decoded.invalid} if logs else {"spans": decoded.invalid}
+            log.warning("otlp_log_records_unreadable" if logs else "otlp_spans_unreadable",
+                        topic=tp.topic, partition=tp.partition, offset=record.offset,
+                        reason=decoded.problem, **what)
         self._split.record(tp, record.key, decoded.spans_per_trace.keys())
 
     def _not_open(self, assembly: TraceAssembly, decoded: DecodedRecord) -> list[str]:

@@ -68,6 +68,7 @@ class DecodedRecord:
 
     kept: list[Span] = field(default_factory=list)
     logs: list[LogEvent] = field(default_factory=list)  # a logs topic's GenAI records
+    logs_dropped: int = 0  # a logs topic's other records: no GenAI event, or no trace id
     dropped: int = 0  # spans not kept: no GenAI content, or unreadable (counted in both)
     invalid: int = 0  # spans unreadable: no valid trace or span id, or a field that won't parse
     roots_seen: set[str] = field(default_factory=set)  # traces whose root span is in this record

@@ -9,10 +9,15 @@ same shape, made here so tests choose what lands where and when.)
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
@@ -86,3 +91,17 @@ class LoggedChats:
 def logs_proto(logs: Sequence[ReadableLogRecord]) -> bytes:
     """One record's value in ``otlp_proto``: the SDK's ``ExportLogsServiceRequest`` bytes."""
     return encode_logs(logs).SerializeToString()
+
+
+def logs_json(proto: bytes) -> bytes:
+    """An ``otlp_proto`` logs value in ``otlp_json``, as the collector's pdata JSON marshaler
+    writes it (lowerCamelCase keys, integer enums, hex ids)."""
+    document: dict[str, Any] = json_format.MessageToDict(
+        LogsData.FromString(proto), use_integers_for_enums=True)
+    for resource_logs in document.get("resourceLogs", []):
+        for scope_logs in resource_logs.get("scopeLogs", []):
+            for record in scope_logs.get("logRecords", []):
+                for key in ("traceId", "spanId"):
+                    if record.get(key):
+                        record[key] = base64.b64decode(record[key]).hex()
+    return json.dumps(document).encode()

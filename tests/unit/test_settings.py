@@ -357,3 +357,35 @@ def test_the_oauth_provider_takes_any_case_as_the_mechanism_does(
                              kafka_sasl_mechanism="OAuthBearer",
                              kafka_sasl_oauth_provider=written)
     assert settings.kafka_sasl_oauth_provider == "aws_msk_iam"
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"TRACES_FORMAT": "trace_json"}, "OTLP_LOGS_TOPIC is set but TRACES_FORMAT is trace_json"),
+    ({"TRACES_FORMAT": "otlp_proto", "TRACES_TOPIC": "otlp_logs"},
+     "OTLP_LOGS_TOPIC is TRACES_TOPIC"),
+    ({"TRACES_FORMAT": "otlp_json", "DELIVERY": "exactly_once"},
+     "does not work with DELIVERY=exactly_once"),
+])
+def test_a_logs_topic_that_cannot_join_spans_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], message: str,
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("OTLP_LOGS_TOPIC", "otlp_logs")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=message) as refused:
+        load_settings()
+    assert "\n" not in str(refused.value)
+
+
+def test_a_logs_topic_beside_otlp_spans_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("TRACES_FORMAT", "otlp_proto")
+    monkeypatch.setenv("OTLP_LOGS_TOPIC", "otlp_logs")
+    assert load_settings().otlp_logs_topic == "otlp_logs"
+
+
+def test_a_blank_logs_topic_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("OTLP_LOGS_TOPIC", " ")
+    assert load_settings().otlp_logs_topic is None

@@ -5,8 +5,8 @@ The collector's logs pipeline writes a ``LogsData`` per record (kafkaexporter ``
 are a service's ordinary logs. The ones kept are the OTel GenAI events, whose name (the
 record's ``event_name``, or the ``event.name`` attribute older SDKs write) starts with
 ``gen_ai.``, and that name a valid trace id: without one a record cannot join its trace. The
-rest are dropped and counted, as non-GenAI spans are; a record that names its trace counts
-for that trace's activity only when it is kept.
+rest are dropped and counted (``logs_dropped``; ``groundedness_log_records_total``), as
+non-GenAI spans are; a record counts for its trace's activity only when it is kept.
 
 Each kept record becomes a ``LogEvent``, which assembly joins to its span
 (``telemetry/log_events.py``): its attributes, with its body under ``gen_ai.event.content``.
@@ -51,11 +51,11 @@ def decode_otlp_logs(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
     for record in _records(value, encoding, decoded):
         name = record.event_name or _event_name_attribute(record)
         if not name.startswith(GENAI_EVENT_PREFIX):
-            decoded.dropped += 1
+            decoded.logs_dropped += 1
             continue
         trace_id, span_id = record.trace_id, record.span_id
         if len(trace_id) != TRACE_ID_BYTES or trace_id == _ZERO_TRACE_ID:
-            decoded.dropped += 1
+            decoded.logs_dropped += 1
             decoded.invalid += 1
             decoded.problem = decoded.problem or NO_TRACE_ID
             continue
@@ -100,7 +100,7 @@ def _json_records(value: bytes, decoded: DecodedRecord) -> list[LogRecord]:
         for scope in _list(resource, "scopeLogs", "scope_logs") or ():
             for node in _list(scope, "logRecords", "log_records") or ():
                 if not isinstance(node, dict) or not _json_is_genai(node):
-                    decoded.dropped += 1
+                    decoded.logs_dropped += 1
                     continue
                 record = _parse_json_record(node, decoded)
                 if record is not None:
@@ -118,7 +118,7 @@ def _parse_json_record(node: dict[str, Any], decoded: DecodedRecord) -> LogRecor
     try:
         json_format.ParseDict(node, record, ignore_unknown_fields=True)
     except _PARSE_ERRORS as e:
-        decoded.dropped += 1
+        decoded.logs_dropped += 1
         decoded.invalid += 1
         decoded.problem = decoded.problem or f"log record: {bad_field(e)}"
         return None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
+from structlog.testing import capture_logs
+
 from consumer.inputs.formats import OTLP_PROTO
 from consumer.judge.prompt import Limits
 from consumer.pipeline.offsets import OffsetTracker
@@ -79,3 +81,16 @@ async def test_traces_closed_at_once_are_taken_to_the_judge_a_few_at_a_time() ->
     assert len(judge.started) == 5
     assert len(sink.verdicts) == 5
     assert offsets.watermark() == 5  # every record's outcome acknowledged
+
+
+def test_partitions_dealt_without_their_pair_are_named_in_one_warning() -> None:
+    evaluator = Evaluator(GatedJudge(), 0.5, Limits())
+    rules = RuleSet.groundedness(evaluator)
+    path = SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, AssemblyLimits(),
+                    OffsetTracker[Hashable](), Tasks(), max_judging=8, logs_topic="logs")
+    paired = [TP("spans", 0), TP("logs", 0), TP("spans", 2), TP("logs", 2)]
+    assert path.unpaired(paired) == []
+    with capture_logs() as logs:
+        alone = path.unpaired([*paired, TP("spans", 1), TP("logs", 3)])
+    assert alone == [TP("logs", 3), TP("spans", 1)]
+    assert [entry["event"] for entry in logs] == ["partitions_not_copartitioned"]
