@@ -37,8 +37,10 @@ each setup, asserted for every trace below). Answer / input / documents:
 
 In the two log modes the chat span carries no content at all, and each log record carries its
 chat span's trace and span ids, and no ``time_unix_nano`` (only ``observed_time_unix_nano``).
-The worker, with ``OTLP_LOGS_TOPIC``, judges each trace once with the program's answer, and the
-retriever setups with the retriever's documents (``context_source: retrieval``). Skipped only
+The worker (``OTLP_LOGS_TOPIC``) judges each trace once with the program's answer, and the
+retriever setups with the retriever's documents (``context_source: retrieval``): one worker
+that was up while the programs ran, as in production, and one started after them (a restart,
+or a worker catching up: both topics' records are there at once). Skipped only
 where the collector can be neither built nor found cached, or the instrumentation venv can be
 neither found nor built.
 """
@@ -49,13 +51,14 @@ import asyncio
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import ConsumerRecord
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 
@@ -65,14 +68,15 @@ from consumer.localjudge.server import JudgeServer
 from consumer.telemetry.spans import Span
 from tests.instrumentations.cases import CASES, context
 from tests.support import collector, genai_collector, instrumentations
-from tests.support.fake_judge import PROBE, ScriptedJudge
+from tests.support.fake_judge import PROBE, Call, ScriptedJudge
 from tests.support.instrumentations import SETUPS, Asked, Setup, StandInModel
 from tests.support.streams import Topics, read_all, verdicts_by_trace
-from tests.support.workers import WorkerPool, tracebacks, worker_env
+from tests.support.workers import Worker, WorkerPool, tracebacks, worker_env
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 3
+TRACES = len(SETUPS) * len(CASES)
 QUIET_S = "0.5"
 RETRIEVER_SETUPS = {"openllmetry-langchain", "openllmetry-langchain-retriever"}
 LOG_SETUPS = {"openai-v2-true", "openai-v2-event-only"}
@@ -130,6 +134,7 @@ class Delivered:
     traces: dict[str, Arrived]  # trace id -> what arrived of it
     models: dict[str, StandInModel]  # setup name -> its model
     send_s: float  # from the collector's start to the last program's exit
+    live: Worker  # the worker that was reading while the programs ran
 
 
 def value(any_value: AnyValue) -> Any:
@@ -182,29 +187,49 @@ def models() -> Iterator[dict[str, StandInModel]]:
 
 
 @pytest.fixture(scope="module")
+def judge() -> Iterator[tuple[ScriptedJudge, JudgeServer]]:
+    """The fake judge of both workers, for the module."""
+    scripted = ScriptedJudge()
+    with JudgeServer(scripted, models=("scripted-judge",)) as server:
+        yield scripted, server
+
+
+@pytest.fixture(scope="module")
 async def delivered(kafka: str, tools: None, models: dict[str, StandInModel],
-                    tmp_path_factory: pytest.TempPathFactory) -> Delivered:
-    """Every setup's program run at once against one collector; both topics read back."""
+                    judge: tuple[ScriptedJudge, JudgeServer],
+                    tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Delivered]:
+    """Every setup's program run at once against one collector, with a worker already reading
+    both topics (as in production: it stays up for the module's tests); both topics read back.
+    """
     topics = Topics.fresh("instrumentations")
     logs_topic = topics.traces.replace("traces-", "logs-", 1)
     both = genai_collector.GenAITopics(topics.traces, logs_topic)
     await genai_collector.create_topics(kafka, both, PARTITIONS)
     await genai_collector.create_topics(
         kafka, genai_collector.GenAITopics(topics.verdicts, topics.dlq), 1)
-    started = time.monotonic()
-    with genai_collector.running(kafka, both, tmp_path_factory.mktemp("otelcol")) as running:
-        runs = await asyncio.gather(*(
-            instrumentations.run(setup, models[setup.name].server.url, running.endpoint)
-            for setup in SETUPS))
-        send_s = time.monotonic() - started
-        asked = {setup.name: found for setup, found in zip(SETUPS, runs, strict=True)}
-        # Every span is a record's worth at least: enough once a record per trace is there.
-        span_records = await genai_collector.read_records(
-            kafka, topics.traces, enough=len(SETUPS) * len(CASES))
-        log_records = await genai_collector.read_records(
-            kafka, logs_topic, enough=2 * len(CASES), settle_s=0.5)
-    return Delivered(topics, logs_topic, asked, _arrived(span_records, log_records), models,
-                     send_s)
+    async with WorkerPool(tmp_path_factory.mktemp("live-worker")) as pool:
+        live = await pool.start(_worker_env(kafka, topics, logs_topic, judge[1].url), "live")
+        started = time.monotonic()
+        with genai_collector.running(kafka, both, tmp_path_factory.mktemp("otelcol")) as running:
+            runs = await asyncio.gather(*(
+                instrumentations.run(setup, models[setup.name].server.url, running.endpoint)
+                for setup in SETUPS))
+            send_s = time.monotonic() - started
+            asked = {setup.name: found for setup, found in zip(SETUPS, runs, strict=True)}
+            # Each trace is one record at least: enough once a record per trace is there.
+            span_records = await genai_collector.read_records(
+                kafka, topics.traces, enough=TRACES)
+            log_records = await genai_collector.read_records(
+                kafka, logs_topic, enough=2 * len(CASES), settle_s=0.5)
+        yield Delivered(topics, logs_topic, asked, _arrived(span_records, log_records), models,
+                        send_s, live)
+        assert await live.terminate() == 0
+
+
+def _worker_env(kafka: str, topics: Topics, logs_topic: str, judge_url: str) -> dict[str, str]:
+    return worker_env(topics.env(kafka), judge_url, TRACES_FORMAT="otlp_proto",
+                      OTLP_LOGS_TOPIC=logs_topic, TRACE_QUIET_SECONDS=QUIET_S,
+                      TRACE_MAX_WAIT_SECONDS="30")
 
 
 # ---------------------------------------------------------------------------- where it is
@@ -340,22 +365,36 @@ def test_log_records_are_keyed_and_partitioned_with_their_spans(delivered: Deliv
 # ---------------------------------------------------------------------------- judged
 
 
-async def test_the_worker_judges_every_trace_once_from_spans_and_logs(
-    kafka: str, delivered: Delivered, fake_judge: tuple[ScriptedJudge, JudgeServer],
-    tmp_path: Path,
+async def test_the_live_worker_judged_every_trace_once_from_spans_and_logs(
+    kafka: str, delivered: Delivered, judge: tuple[ScriptedJudge, JudgeServer],
 ) -> None:
-    judge, server = fake_judge
-    topics = delivered.topics
-    env = worker_env(topics.env(kafka), server.url, TRACES_FORMAT="otlp_proto",
-                     OTLP_LOGS_TOPIC=delivered.logs_topic, TRACE_QUIET_SECONDS=QUIET_S,
-                     TRACE_MAX_WAIT_SECONDS="30")
-    expected = {a.trace_id: (name, a) for name, asked in delivered.asked.items() for a in asked}
+    topics, worker = delivered.topics, delivered.live
+    records = await read_all(kafka, topics.verdicts, at_least=TRACES, timeout_s=60, settle_s=1.0)
+    _assert_judged(delivered, records, judge[0].calls, worker)
+    assert await read_all(kafka, topics.dlq, timeout_s=1) == []
+
+
+async def test_a_worker_started_after_them_judges_every_trace_once_from_spans_and_logs(
+    kafka: str, delivered: Delivered, judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+) -> None:
+    """A restart, or a worker catching up: both topics' records are all there at once."""
+    later = replace(Topics.fresh("instrumentations-later"), traces=delivered.topics.traces)
+    await genai_collector.create_topics(
+        kafka, genai_collector.GenAITopics(later.verdicts, later.dlq), 1)
+    first_call = len(judge[0].calls)
     async with WorkerPool(tmp_path) as pool:
-        worker = await pool.start(env)
-        records = await read_all(kafka, topics.verdicts, at_least=len(expected), timeout_s=60,
+        worker = await pool.start(_worker_env(kafka, later, delivered.logs_topic, judge[1].url))
+        records = await read_all(kafka, later.verdicts, at_least=TRACES, timeout_s=60,
                                  settle_s=1.0)
         assert await worker.terminate() == 0
+    _assert_judged(delivered, records, judge[0].calls[first_call:], worker)
+    assert await read_all(kafka, later.dlq, timeout_s=1) == []
 
+
+def _assert_judged(delivered: Delivered, records: list[ConsumerRecord[bytes, bytes]],
+                   calls: Sequence[Call], worker: Worker) -> None:
+    """Every trace judged once, from its setup's content, on the right context."""
+    expected = {a.trace_id: (name, a) for name, asked in delivered.asked.items() for a in asked}
     verdicts = verdicts_by_trace(records)
     # Per setup: how many of its traces were judged, and from what context; all at once, so
     # that a failure shows every setup's figures.
@@ -370,7 +409,7 @@ async def test_the_worker_judges_every_trace_once_from_spans_and_logs(
     # The judge's context: the retriever's documents where a setup has a retriever, else the
     # answer's LLM call input, which holds the documents pasted into the system prompt.
     judged_data = {data["answer"]: data for data in (
-        read_data(call.request["messages"]) for call in judge.calls if call.answer != PROBE)}
+        read_data(call.request["messages"]) for call in calls if call.answer != PROBE)}
     for trace_id, (name, a) in expected.items():
         [verdict] = verdicts[trace_id]  # once
         assert verdict["verdict"] == EXPECTED_VERDICT.get(a.case.case_id, "pass"), (name, a)
@@ -388,5 +427,4 @@ async def test_the_worker_judges_every_trace_once_from_spans_and_logs(
             assert verdict["context_source"] == "llm_input", (name, verdict)
             assert all(any(doc in content for content in contents)
                        for doc in a.case.documents), name
-    assert await read_all(kafka, topics.dlq, timeout_s=1) == []
     assert tracebacks(worker.log()) == []
