@@ -65,7 +65,6 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     # Every client shares the consumer's token provider: a revoked secret stops the worker.
     oauth_refusal = wiring.OAuthRefusalStop(consumer, stop)
     topics = [settings.traces_topic, *filter(None, [settings.otlp_logs_topic])]
-    subscribe(consumer, topics, rebalance, observers=[health])
     log.info(
         "worker_starting",
         topic=settings.traces_topic,
@@ -86,8 +85,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             return
         if not await wiring.start(consumer, settings, "consumer", stop):
             return
-        if len(topics) > 1:
+        if len(topics) > 1:  # before joining: a group dealt such topics splits traces
             await copartitioned.check(consumer, topics)
+        subscribe(consumer, topics, rebalance, observers=[health])
         await pipeline.run(stop)
     finally:
         await health.close()

@@ -288,8 +288,9 @@ def _input_panels() -> list[timeseries.Panel | stat.Panel]:
         ),
         _graph(
             "Skipped traces per second, by reason",
-            "Traces left unjudged: empty_output, filtered (TRACE_FILTER), sampled_out "
-            "(SAMPLE_RATE) (groundedness_skipped_total).",
+            "Traces left unjudged: empty_output, no_answer_found (LLM spans that recorded "
+            "no answer: see the worker's trace_answer_not_found warning), filtered "
+            "(TRACE_FILTER), sampled_out (SAMPLE_RATE) (groundedness_skipped_total).",
             "short",
             _query(f"sum by (reason) ({_rate('groundedness_skipped_total')})", "{{reason}}"),
             stacked=True,

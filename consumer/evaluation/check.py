@@ -41,7 +41,8 @@ EXIT_NOT_ALL_JUDGED = 1
 
 # How ``check`` names each reason a trace got no verdict (or no judged one).
 LEFT_OUT_LABELS: dict[Skip, str] = {
-    "empty_output": "empty output", "filtered": "filtered out (TRACE_FILTER)",
+    "empty_output": "empty output", "no_answer_found": "no answer found in the spans",
+    "filtered": "filtered out (TRACE_FILTER)",
     "sampled_out": "sampled out of judging (SAMPLE_RATE)"}
 
 CheckFormat = Literal["auto", "trace_json", "otlp_json"]
@@ -64,6 +65,7 @@ class CheckInput:
     traces: list[Numbered] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # not read: the exit code is 1
     skipped: list[str] = field(default_factory=list)  # read, empty answer: no verdict
+    no_answer: int = 0  # of those, traces from spans whose answer was found nowhere
 
 
 def read_check_input(text: str, file_format: CheckFormat = "auto") -> CheckInput:
@@ -81,7 +83,7 @@ def read_check_input(text: str, file_format: CheckFormat = "auto") -> CheckInput
         otlp = read_otlp_chunks(chunks)
         traces = [Numbered(item.line, item.candidate.trace, item.candidate.origin)
                   for item in otlp.traces]
-        return CheckInput(traces, otlp.problems, otlp.skipped)
+        return CheckInput(traces, otlp.problems, otlp.skipped, otlp.no_answer)
     events, problems = _decode_events(chunks)
     found = CheckInput(problems=problems)
     for item in events:
@@ -154,7 +156,8 @@ async def check(settings: Settings, text: str, file_format: CheckFormat = "auto"
     for message in (*found.problems, *found.skipped):
         print(f"check: {message}", file=sys.stderr)
     tally = Tally()  # the verdicts by rule, and the judge's tokens, cache hits and cost
-    left_out: Counter[Skip] = Counter({"empty_output": len(found.skipped)})
+    left_out: Counter[Skip] = Counter({"empty_output": len(found.skipped) - found.no_answer,
+                                       "no_answer_found": found.no_answer})
     try:
         results = evaluate_in_order(
             (rules.evaluate(item.trace, origin=item.origin) for item in found.traces),

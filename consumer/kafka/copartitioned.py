@@ -33,6 +33,7 @@ from aiokafka.coordinator.protocol import (
 )
 
 from consumer.errors import ConfigError
+from consumer.kafka import compat as aiokafka_compat
 
 
 class CoPartitionedAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
@@ -78,7 +79,10 @@ class CoPartitionedAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
 async def check(consumer: AIOKafkaConsumer, topics: Sequence[str]) -> None:
     """``ConfigError`` (one line) when the topics that exist have different partition
     counts; a topic not created yet is left to the group to wait for."""
-    await consumer.topics()  # loads every topic's metadata
+    existing = await consumer.topics()  # asked first: naming a missing topic could create it
+    for topic in topics:
+        if topic in existing:
+            await aiokafka_compat.load_topic(consumer, topic)
     counts = {topic: len(found) for topic in topics
               if (found := consumer.partitions_for_topic(topic))}
     if len(set(counts.values())) > 1:

@@ -6,7 +6,7 @@ values known in advance start at 0, so rates and ratios exist before the first e
 | metric | type | updated by |
 |---|---|---|
 | ``groundedness_verdicts_total{rule,verdict}`` | counter | pipeline, once the broker has it |
-| ``groundedness_skipped_total{reason}`` | counter | pipeline: empty_output, filtered, sampled_out |
+| ``groundedness_skipped_total{reason}`` | counter | pipeline, by reason (``rule_set.Skip``) |
 | ``groundedness_dead_letters_total`` | counter | pipeline (undecodable record) |
 | ``groundedness_judge_latency_seconds`` | histogram | pipeline, per evaluation, retries included |
 | ``groundedness_judge_tokens_total{kind}`` | counter | pipeline (``prompt`` / ``completion``) |
@@ -54,7 +54,8 @@ VERDICTS = _counter("groundedness_verdicts", "Verdicts published, by rule and ve
                     "verdict")
 SKIPPED = _counter(
     "groundedness_skipped",
-    "Traces left unjudged: empty_output (no verdict), filtered (TRACE_FILTER: no verdict), "
+    "Traces left unjudged: empty_output (no verdict), no_answer_found (spans whose LLM calls "
+    "recorded no answer anywhere: no verdict), filtered (TRACE_FILTER: no verdict), "
     "sampled_out (SAMPLE_RATE: no judged verdict; deterministic rules still run).",
     "reason",
 )
@@ -183,7 +184,7 @@ def expect_rules(rules: Iterable[str]) -> None:
 
 for _kind in ("prompt", "completion"):
     JUDGE_TOKENS.labels(_kind)
-for _reason in ("empty_output", "filtered", "sampled_out"):
+for _reason in ("empty_output", "no_answer_found", "filtered", "sampled_out"):
     SKIPPED.labels(_reason)
 for _outcome in ("kept", "dropped"):
     SPANS.labels(_outcome)

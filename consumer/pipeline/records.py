@@ -30,7 +30,8 @@ log = structlog.get_logger(__name__)
 PUBLISH_RETRY_S = (0.5, 10.0)  # first and longest wait between publish attempts
 # The outcome a skip is counted under ("skipped", as before there were other reasons).
 OUTCOME_OF_SKIP: dict[Skip, str] = {
-    "empty_output": "skipped", "filtered": "filtered", "sampled_out": "sampled_out"}
+    "empty_output": "skipped", "no_answer_found": "skipped", "filtered": "filtered",
+    "sampled_out": "sampled_out"}
 
 
 class RecordPath:
@@ -70,8 +71,9 @@ class RecordPath:
 
     async def publish_all(self, results: RuleResults, bound: Any) -> None:
         """Publish every verdict of one trace until each is acknowledged, and count what was
-        left out: ``skipped`` (no answer), ``filtered``, ``sampled_out`` (the judge's rules
-        only), ``not_applicable`` (an answer no rule applies to)."""
+        left out: ``skipped`` (no answer: empty, or found nowhere), ``filtered``,
+        ``sampled_out`` (the judge's rules only), ``not_applicable`` (an answer no rule
+        applies to)."""
         if results.skipped is not None:
             metrics.SKIPPED.labels(results.skipped).inc()
             self.outcomes[OUTCOME_OF_SKIP[results.skipped]] += 1

@@ -179,13 +179,10 @@ class SpanPath:
         lanes[self.lane(tp)] = tp
         self._leaving.pop(pair, None)
         if pair not in self._assemblies:
-            windows = {lane: self._windows.get(owned, (None, None))
-                       for lane, owned in lanes.items()}
-            start, stop = windows.get(SPANS, (None, None))
-            self._assemblies[pair] = TraceAssembly(
-                self.limits, opens_before=stop, opens_from=start,
-                logs_window=windows.get(LOGS_LANE, (None, None)))
+            self._assemblies[pair] = TraceAssembly(self.limits)
             self._share_memory()
+        if tp in self._windows:  # a replay's window of this topic's records
+            self._assemblies[pair].window(self.lane(tp), *self._windows[tp])
 
     def unpaired(self, assignment: Collection[Partition]) -> list[Partition]:
         """The partitions of ``assignment`` (the whole of it) whose pair of the other topic
@@ -249,13 +246,13 @@ class SpanPath:
         for record in records:
             if not metrics.taken(offsets.take(record.offset)):
                 continue  # its previous owner finished it (the commit's progress)
-            now = self.now(pair, tp, self._clock.arrival(tp, record.offset, record.timestamp))
-            self._start_judging(pair, assembly, assembly.due(now))
+            arrival = self._clock.arrival(tp, record.offset, record.timestamp)
+            self._start_judging(pair, assembly, assembly.due(self.now(pair, tp, arrival)))
             try:
                 decoded = decode(record.value or b"")
                 self._notice(tp, record, decoded)
                 fresh = self._not_open(assembly, decoded)
-                done = assembly.add(record_ref(record.offset, lane), decoded, now)
+                done = assembly.add(record_ref(record.offset, lane), decoded, arrival)
                 self._check_split(tp, assembly, fresh)
             except DecodeError as exc:
                 self._reject(tp, offsets, record, exc.reason, undecodable=True)
@@ -282,7 +279,9 @@ class SpanPath:
 
         if len(lanes) < 2:
             return present(next(iter(lanes.values()))) if lanes else -math.inf
-        times = [(present(tp), self._clock.caught_up(tp)) for tp in lanes.values()]
+        # The arriving record's own topic is not read up to it yet: its record is not added.
+        times = [(present(tp), tp != arriving and self._clock.caught_up(tp))
+                 for tp in lanes.values()]
         behind = [now for now, caught_up in times if not caught_up]
         return min(behind) if behind else max(now for now, _ in times)
 

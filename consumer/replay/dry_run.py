@@ -29,7 +29,8 @@ A trace event topic's dry run classifies each record as ``pipeline/records.py`` 
 (``DryRun.add``). A span topic's runs the very ``Pipeline`` and ``SpanPath`` the replay runs,
 so the same records close the same traces at the same moments, early ones included; only a
 closed trace's way differs: ``TraceCounter`` takes the place of ``pipeline/traces.py``'s,
-classifying it as that would (no candidate, empty answer, or through the rules). The
+classifying it as that would (no candidate, empty answer, no answer found, or through the
+rules). The
 pipeline's sink (``NullSink``) sends nothing: a record that would be dead-lettered is counted
 by the pipeline as usual.
 """
@@ -166,6 +167,8 @@ class TraceCounter:
                 self.no_candidate += 1
             elif found == "empty_answer":
                 self.dry.skipped["empty_output"] += 1
+            elif found == "no_answer_found":
+                self.dry.skipped["no_answer_found"] += 1
             else:
                 await self.dry.count_trace(found.trace, found.origin)
         except Exception:  # the replay would publish an error verdict for it

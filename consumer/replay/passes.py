@@ -26,6 +26,7 @@ from consumer.cost.verdict_tally import Tally
 from consumer.errors import ConfigError
 from consumer.inputs.formats import SpanFormat, input_format
 from consumer.kafka import compat as aiokafka_compat
+from consumer.kafka import copartitioned
 from consumer.kafka.partitions import Partition
 from consumer.kafka.types import AIOKafkaConsumer, KafkaError, TopicPartition
 from consumer.ops.progress import Reporter
@@ -160,6 +161,11 @@ async def open_reading(settings: Settings, request: ReplayRequest) -> AsyncItera
                    if span_topic else None)
         started_at = time.time()  # the present at the end offsets plan() reads now
         bounds = await plan(reader, request.topic, start_ms, end_ms, lead_ms)
+        if span_topic and (logs := settings.otlp_logs_topic) is not None:
+            # The same window of the logs topic: its records join the spans' traces, pair by
+            # pair of partition numbers, as in ``run``.
+            bounds |= await plan(reader, logs, start_ms, end_ms, lead_ms)
+            await copartitioned.check(reader, [request.topic, logs])
         yield Reading(reader, bounds, started_at, interrupted, span_topic)
     finally:
         try:

@@ -7,10 +7,11 @@ run's counts and estimate (``dry_run.py``), and a span topic's traces and spans.
 got; a trace with an answer that no rule applies to is ``not_applicable``.
 
 What the cost controls left out is counted by reason, as ``groundedness_skipped_total`` counts
-it: ``skipped`` (an empty output), ``filtered`` (``TRACE_FILTER``: no verdict at all) and
-``sampled_out`` (``SAMPLE_RATE``: no judged verdict; the deterministic rules' are counted with
-their rules). The judge's ``cache_hits``, ``tokens`` and ``cost_usd`` (null without
-``JUDGE_PRICE_*``) are summed from the published verdicts; a dry run's are its estimate.
+it: ``skipped`` (an empty output; from spans, also an answer found nowhere), ``filtered``
+(``TRACE_FILTER``: no verdict at all) and ``sampled_out`` (``SAMPLE_RATE``: no judged
+verdict; the deterministic rules' are counted with their rules). The judge's ``cache_hits``,
+``tokens`` and ``cost_usd`` (null without ``JUDGE_PRICE_*``) are summed from the published
+verdicts; a dry run's are its estimate.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def summarise(
     """
     tally = tally or Tally()
     latencies = [float(ms) for ms in tally.latencies_ms]
-    left_out = ({"skipped": dry.skipped["empty_output"], "filtered": dry.skipped["filtered"],
+    left_out = ({"skipped": dry.skipped["empty_output"] + dry.skipped["no_answer_found"],
+                 "filtered": dry.skipped["filtered"],
                  "sampled_out": dry.skipped["sampled_out"]} if dry is not None else
                 {key: outcomes[key] for key in ("skipped", "filtered", "sampled_out")})
     summary: dict[str, Any] = {
@@ -143,7 +145,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     rules: dict[str, dict[str, int]] = summary["rules"]
     if RULE not in rules:  # groundedness applies to every answer: never any then
         table.add_row("no rule applies", str(summary["not_applicable"]))
-    table.add_row("skipped (empty output)", str(summary["skipped"]))
+    table.add_row("skipped (empty or no answer)", str(summary["skipped"]))
     # Left out by a cost control: shown when one was, as a setting nobody uses is no news.
     if summary["filtered"]:
         table.add_row("filtered out (TRACE_FILTER)", str(summary["filtered"]))

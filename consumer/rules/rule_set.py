@@ -10,7 +10,8 @@ What is left out, to save the judge's cost (DESIGN.md, "Cost controls"): ``TRACE
 chooses the traces every rule looks at (one left out gets no verdict: ``filtered``);
 ``SAMPLE_RATE`` chooses those the judged rules look at, by a hash of the trace id, while the
 deterministic rules, which cost nothing, still run on every trace (``sampled_out``). A trace
-without an answer gets no verdict (``empty_output``).
+without an answer gets no verdict (``empty_output``; from spans whose LLM calls recorded no
+answer at all, ``no_answer_found``).
 
 A deterministic rule that raises on one trace (a bug) gives that trace an ``error`` verdict
 of type ``internal_error`` for that rule alone: the trace's other verdicts are still due, and
@@ -44,7 +45,9 @@ INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a
 
 
 # Why a trace got no verdict, or no judged one: the reason of groundedness_skipped_total.
-Skip = Literal["empty_output", "filtered", "sampled_out"]
+# no_answer_found: a trace from spans whose LLM calls recorded no answer anywhere (set by the
+# span path, ``pipeline/traces.py``; an empty one is empty_output).
+Skip = Literal["empty_output", "no_answer_found", "filtered", "sampled_out"]
 SKIPS: tuple[Skip, ...] = get_args(Skip)
 
 

@@ -132,15 +132,14 @@ class TraceAssembly:
     """The open traces of one partition, and the records they hold back from the commit."""
 
     def __init__(self, limits: AssemblyLimits, opens_before: int | None = None,
-                 opens_from: int | None = None,
-                 logs_window: tuple[int | None, int | None] = (None, None)) -> None:
+                 opens_from: int | None = None) -> None:
         """``opens_from`` / ``opens_before``: a replay's window of spans records (offsets);
-        ``logs_window``: the same for the logs topic's records."""
+        the logs topic's is set by ``window``."""
         self.limits = limits
         # Per lane, a replay's start (records before it are its lead-in) and its stop (no
         # trace opens from there on), as offsets of that lane's topic.
         self._windows: dict[Lane, tuple[int | None, int | None]] = {
-            SPANS: (opens_from, opens_before), LOGS_LANE: logs_window}
+            SPANS: (opens_from, opens_before), LOGS_LANE: (None, None)}
         self.counts = AssemblyCounts()
         self._open: OrderedDict[str, _Open] = OrderedDict()  # in order of first span
         self._quiet: OrderedDict[str, _Open] = OrderedDict()  # root seen; by last activity
@@ -154,6 +153,11 @@ class TraceAssembly:
         self._last_ref: dict[Lane, int] = {}  # per lane, the last record added
         self._now = float("-inf")
         self.held_bytes = 0  # the open traces' kept spans, estimated (``bounded_spans.py``)
+
+    def window(self, lane: Lane, opens_from: int | None, opens_before: int | None) -> None:
+        """Set a replay's window of one topic's records (``record_refs``), as the
+        constructor's for the spans: that topic's partition is known only once assigned."""
+        self._windows[lane] = (opens_from, opens_before)
 
     @property
     def open_count(self) -> int:
@@ -181,14 +185,17 @@ class TraceAssembly:
         return len(self._unfinished)
 
     def add(self, offset: int, decoded: DecodedRecord, now: float) -> list[int]:
-        """Feed one record's spans and log records; return ``[offset]`` (its ref, see
-        ``record_refs``) if it is done at once, else ``[]``."""
+        """Feed one record's spans and log records, arrived at ``now`` (its own topic's
+        time); return ``[offset]`` (its ref, see ``record_refs``) if it is done at once, else
+        ``[]``."""
         lane = lane_of(offset)
         last = self._last_ref.get(lane)
         if last is not None and offset <= last:
             raise ValueError(f"record {offset} is not after {last}")
         self._last_ref[lane] = offset
-        now = self._now = max(now, self._now)
+        # The record's time: never before the present, and never moving it (``due`` does):
+        # with two topics a record's own time may be ahead of the slower one's.
+        now = max(now, self._now)
         opens_from, opens_before = self._windows[lane]
         if opens_from is not None and offset_of(offset) < opens_from:
             self._lead_in(decoded)

@@ -69,7 +69,8 @@ def text(value: Any) -> str | None:
 
 
 def json_value(value: Any) -> Any:
-    """A JSON-encoded attribute decoded; a structured value (tuple, dict) as it is."""
+    """A JSON-encoded attribute decoded; a structured value as it is, an OTLP array (a tuple)
+    as a list (the items inside it as they are: nested arrays stay tuples)."""
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -135,15 +136,20 @@ def last_message_text(messages: Sequence[Any], roles: frozenset[str]) -> str | N
     """The content of the last ``{"role", "content"}`` message of one of ``roles``."""
     for message in reversed(messages):
         if isinstance(message, dict) and _role(message) in roles:
-            content = message.get("content")
-            found = text(content) if not isinstance(content, list) else parts_text(content)
+            found = content_text(message.get("content"))
             if found is not None:
                 return found
     return None
 
 
+def content_text(content: Any) -> str | None:
+    """A message's content: a string, or the text of its list of parts."""
+    return parts_text(content) if isinstance(content, list | tuple) else text(content)
+
+
 def parts_text(parts: Sequence[Any]) -> str | None:
-    """The text parts of a message's content list, joined (GenAI parts, OpenAI content)."""
+    """The text parts of a message's content list, joined (GenAI parts, OpenAI content): a
+    JSON list, or an OTLP array (a tuple) of key-value lists."""
     texts = [
         found for part in parts if isinstance(part, dict) and part.get("type") == "text"
         and (found := text(part.get("content", part.get("text")))) is not None

@@ -5,8 +5,12 @@ answer     ``langfuse.trace.output``; the outermost GenAI span's ``output.value`
            last-ending LLM / chat span's assistant text
 input      ``langfuse.trace.input``; the outermost GenAI span's ``input.value``; the first LLM
            span's last user message
-documents  the last RERANKER's output documents; else every RETRIEVER's, in start order;
-           none with text: the answer's LLM call input (system and user messages)
+documents  the last RERANKER's output documents; else every retriever's, in start order
+           (OpenInference RETRIEVER ``retrieval.documents``; GenAI ``retrieval``
+           ``gen_ai.retrieval.documents`` items with content; OpenLLMetry's
+           ``vector_db_retrieve`` output); else the documents OpenLLMetry steps returned
+           (``openllmetry.py``), each text once; none with text: the answer's LLM call input
+           (system and user messages)
 
 The outermost span is the one span with no ancestor among the kept spans. When several have
 none (the real root, an HTTP span, was dropped and the GenAI work under it is in pieces), no
@@ -31,7 +35,7 @@ from openinference.semconv.trace import (
     SpanAttributes,
 )
 
-from consumer.telemetry import genai, openinference
+from consumer.telemetry import genai, openinference, openllmetry
 from consumer.telemetry.attributes import (
     ASSISTANT_ROLES,
     INPUT_KEYS,
@@ -79,6 +83,7 @@ def map_trace(spans: Sequence[Span], let_go: Collection[str] = ()) -> MappedTrac
     llm_calls = [span for span in ordered if is_llm_span(span)]
     outermost = _outermost(ordered, let_go)
     answer, answer_span = _answer(by_end, outermost, llm_calls)
+    found = answer is not None or _answer_recorded(ordered, outermost, llm_calls)
     documents = _documents(ordered, by_end)
     if not llm_calls and not (answer and documents):
         return None
@@ -102,6 +107,7 @@ def map_trace(spans: Sequence[Span], let_go: Collection[str] = ()) -> MappedTrac
         project_id=_project(outermost, ordered),
         session_id=_first_text(ordered, SpanAttributes.SESSION_ID, genai.GEN_AI_CONVERSATION_ID),
         start_unix_nano=ordered[0].start_unix_nano,
+        answer_found=found,
     )
 
 
@@ -127,6 +133,18 @@ def _answer(by_end: Sequence[Span], outermost: Span | None,
         if (found := _assistant_text(span)) is not None:
             return found, span
     return None, None
+
+
+def _answer_recorded(ordered: Sequence[Span], outermost: Span | None,
+                     llm_calls: Sequence[Span]) -> bool:
+    """Did any place ``_answer`` reads hold a value, even one without text? False tells a
+    trace whose answer was recorded nowhere (``no_answer_found``) from one whose answer is
+    empty (``empty_output``)."""
+    return (any(LANGFUSE_TRACE_OUTPUT in span.attributes for span in ordered)
+            or (outermost is not None
+                and SpanAttributes.OUTPUT_VALUE in outermost.attributes)
+            or any(openinference.records_output(span) or genai.records_output(span)
+                   for span in llm_calls))
 
 
 def _input(by_end: Sequence[Span], outermost: Span | None,
@@ -179,12 +197,34 @@ def _documents(ordered: Sequence[Span], by_end: Sequence[Span]) -> list[Document
             if kept or openinference.documents(span.attributes,
                                                RerankerAttributes.RERANKER_INPUT_DOCUMENTS):
                 return kept
-    return [
-        document for span in ordered
-        if openinference.kind(span) == _RETRIEVER or genai.operation(span) == genai.RETRIEVAL
-        for document in openinference.documents(span.attributes,
-                                                SpanAttributes.RETRIEVAL_DOCUMENTS)
-    ]
+    retrieved = [document for span in ordered if _is_retriever(span)
+                 for document in _retriever_documents(span)]
+    if retrieved:
+        return retrieved
+    # No retriever span with text: OpenLLMetry steps whose output is documents (a chain or a
+    # decorated task that retrieved). Nested steps hand the same documents up (a chain
+    # returns its retriever's list), so each text counts once, at its first step.
+    once: dict[str, Document] = {}
+    for span in ordered:
+        if openllmetry.is_traceloop(span) and not _is_retriever(span):
+            for document in openllmetry.output_documents(
+                    span, retrieved=openllmetry.names_retrieval(span)):
+                once.setdefault(document.content, document)
+    return list(once.values())
+
+
+def _is_retriever(span: Span) -> bool:
+    """An OpenInference RETRIEVER, a GenAI ``retrieval`` operation, or OpenLLMetry's
+    ``vector_db_retrieve`` (its LangChain retriever span)."""
+    return (openinference.kind(span) == _RETRIEVER
+            or genai.operation(span) in (genai.RETRIEVAL, openllmetry.VECTOR_DB_RETRIEVE))
+
+
+def _retriever_documents(span: Span) -> list[Document]:
+    """A retriever's documents with text, from the first convention that has them."""
+    return (openinference.documents(span.attributes, SpanAttributes.RETRIEVAL_DOCUMENTS)
+            or genai.retrieval_documents(span)
+            or openllmetry.output_documents(span, retrieved=True))
 
 
 def _llm_input_context(answer_span: Span | None, llm_calls: Sequence[Span],

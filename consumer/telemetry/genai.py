@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from consumer.telemetry.attributes import (
+    content_text,
     indexed,
     json_text,
     json_value,
@@ -23,6 +24,7 @@ from consumer.telemetry.attributes import (
 from consumer.telemetry.mapped_trace import Message, ToolCall
 from consumer.telemetry.openinference import tool_name
 from consumer.telemetry.spans import Attributes, Span, SpanEvent
+from schemas.trace import Document
 
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
@@ -36,6 +38,9 @@ GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+# An array of {"id", "score"} (its JSON schema allows more properties, and names no text):
+# only an item with "content" (or "text") is a document the judge can read.
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"
 
 CHAT: Final = "chat"
 TEXT_COMPLETION: Final = "text_completion"
@@ -45,16 +50,27 @@ EXECUTE_TOOL: Final = "execute_tool"
 INVOKE_AGENT: Final = "invoke_agent"
 LLM_OPERATIONS = frozenset({CHAT, TEXT_COMPLETION, GENERATE_CONTENT})
 
-# Per-message events (semantic conventions 1.28-1.36), as span events; their body is in
-# ``gen_ai.event.content`` (JSON) or flat in the attributes.
+# Per-message events (semantic conventions 1.28-1.36), as span events or as log records joined
+# to their span (``log_events.py``); their body is in ``gen_ai.event.content`` (JSON text, or
+# a log record's key-value list body as a dict) or flat in the attributes.
+# ``opentelemetry-instrumentation-openai-v2`` writes {"content"} for system / user messages
+# (content a string or OpenAI's list of parts), {"tool_calls": [...]} for an assistant message
+# that called tools, {"content", "id"} for a tool message, and for each choice {"index",
+# "finish_reason", "message": {"role", "content", "tool_calls"}}.
 MESSAGE_EVENTS: Final = {
     "gen_ai.system.message": "system",
+    # Not a convention's name: openai-v2 names the event by the message's role, and OpenAI's
+    # reasoning models take their instructions as "developer".
+    "gen_ai.developer.message": "developer",
     "gen_ai.user.message": "user",
     "gen_ai.assistant.message": "assistant",
     "gen_ai.tool.message": "tool",
 }
 CHOICE_EVENT: Final = "gen_ai.choice"
 EVENT_CONTENT: Final = "gen_ai.event.content"
+# semantic conventions 1.37+: one record per call whose attributes are the span's content
+# attributes, structured (``gen_ai.input.messages`` an array of {"role", "parts"}...).
+OPERATION_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
 
 
 def operation(span: Span) -> str | None:
@@ -83,6 +99,18 @@ def output_messages(span: Span) -> list[Message]:
     return (_json_messages(attributes.get(GEN_AI_OUTPUT_MESSAGES))
             or _older(attributes, GEN_AI_COMPLETION)
             or [m for event in span.events if (m := _choice_message(event)) is not None])
+
+
+def records_output(span: Span) -> bool:
+    """True when the span recorded the model's reply somewhere, even blank: the output
+    messages, ``gen_ai.completion``, or a ``gen_ai.choice`` event with content. A choice
+    without content (content capture off) is no reply recorded."""
+    attributes = span.attributes
+    if GEN_AI_OUTPUT_MESSAGES in attributes or GEN_AI_COMPLETION in attributes:
+        return True
+    if any(key.startswith(GEN_AI_COMPLETION + ".") for key in attributes):
+        return True
+    return any(_choice_has_content(event) for event in span.events)
 
 
 def output_tool_calls(span: Span) -> list[ToolCall]:
@@ -127,6 +155,23 @@ def tool_definitions(span: Span) -> list[str]:
     return [name for definition in definitions if (name := tool_name(definition)) is not None]
 
 
+def retrieval_documents(span: Span) -> list[Document]:
+    """The items of ``gen_ai.retrieval.documents`` (JSON, or an OTLP array) that carry text:
+    ``content`` (else ``text``), with their ``id``; ``score`` and ``metadata`` as metadata."""
+    found = []
+    for item in _json_list(span.attributes.get(GEN_AI_RETRIEVAL_DOCUMENTS)):
+        content = content_text(item.get("content")) or text(item.get("text"))
+        if content is None:
+            continue
+        metadata = json_value(item.get("metadata"))
+        metadata = dict(metadata) if isinstance(metadata, dict) else {}
+        if isinstance(score := item.get("score"), int | float) and not isinstance(score, bool):
+            metadata["score"] = score
+        found.append(Document(content=content, id=text(item.get("id")),
+                              metadata=metadata or None))
+    return found
+
+
 def _json_list(value: Any) -> list[dict[str, Any]]:
     """The objects of a JSON (or structured) array attribute; anything else is empty."""
     data = json_value(value)
@@ -137,8 +182,7 @@ def _json_messages(value: Any) -> list[Message]:
     """``[{"role", "parts": [...]}]`` (1.37+), or ``[{"role", "content"}]`` (the older JSON)."""
     found = []
     for message in _json_list(value):
-        content = message.get("parts", message.get("content"))
-        body = parts_text(content) if isinstance(content, list) else text(content)
+        body = content_text(message.get("parts", message.get("content")))
         role = message.get("role")
         if body is not None:
             found.append(Message(role.lower() if isinstance(role, str) else "", body))
@@ -167,7 +211,7 @@ def _event_message(event: SpanEvent) -> Message | None:
     role = MESSAGE_EVENTS.get(event.name)
     if role is None:
         return None
-    content = text(_event_body(event).get("content"))
+    content = content_text(_event_body(event).get("content"))
     return Message(role, content) if content is not None else None
 
 
@@ -177,12 +221,23 @@ def _choice_message(event: SpanEvent) -> Message | None:
     body = _event_body(event)
     message = json_value(body.get("message"))
     content = message.get("content") if isinstance(message, dict) else None
-    found = text(content) or text(body.get("message.content")) or text(body.get("content"))
+    found = (content_text(content) or text(body.get("message.content"))
+             or content_text(body.get("content")))
     return Message("assistant", found) if found is not None else None
 
 
+def _choice_has_content(event: SpanEvent) -> bool:
+    if event.name != CHOICE_EVENT:
+        return False
+    body = _event_body(event)
+    message = json_value(body.get("message"))
+    return ((isinstance(message, dict) and message.get("content") is not None)
+            or body.get("message.content") is not None or body.get("content") is not None)
+
+
 def _openai_tool_calls(value: Any, span_id: str) -> Iterable[ToolCall]:
-    for call in value if isinstance(value, list) else []:
+    calls = json_value(value)  # a JSON list, or an OTLP array of key-value lists
+    for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict) and (name := text(function.get("name"))):
             yield ToolCall(name, json_text(function.get("arguments")),

@@ -36,7 +36,10 @@ class MappedTrace:
     """One candidate trace, read for the judge and the rules.
 
     ``answer`` is ``""`` when the trace is a candidate (it holds an LLM call) but no answer was
-    found: the pipeline skips it, as it skips a trace event without output.
+    found: the pipeline skips it, as it skips a trace event without output. ``answer_found``
+    tells the two kinds apart: True when a span (or a log record joined to it) recorded an
+    answer that is blank or holds no text, False when none recorded one at all (content
+    capture off, or content where no convention puts it).
     """
 
     trace_id: str
@@ -51,6 +54,7 @@ class MappedTrace:
     project_id: str | None = None
     session_id: str | None = None
     start_unix_nano: int = 0
+    answer_found: bool = True
 
     @property
     def has_answer(self) -> bool:

@@ -71,6 +71,14 @@ def input_messages(span: Span) -> list[Message]:
     return _messages(span.attributes, SpanAttributes.LLM_INPUT_MESSAGES)
 
 
+def records_output(span: Span) -> bool:
+    """True when the span recorded an output, even blank: ``output.value`` or output
+    messages."""
+    head = SpanAttributes.LLM_OUTPUT_MESSAGES + "."
+    return SpanAttributes.OUTPUT_VALUE in span.attributes or any(
+        key.startswith(head) for key in span.attributes)
+
+
 def output_messages(span: Span) -> list[Message]:
     """``llm.output_messages.N.message.*`` as messages."""
     return _messages(span.attributes, SpanAttributes.LLM_OUTPUT_MESSAGES)

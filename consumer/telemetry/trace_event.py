@@ -21,8 +21,11 @@ from schemas.trace import TraceEvent
 # OTel's resource attribute for the environment, and the name it had before semconv 1.27.
 DEPLOYMENT_ENVIRONMENT = ("deployment.environment.name", "deployment.environment")
 # no_candidate: no LLM call, and no answer with documents (indexing work, or no GenAI span):
-# nothing to judge. empty_answer: a candidate whose answer is empty: skipped.
-NoVerdict = Literal["no_candidate", "empty_answer"]
+# nothing to judge. empty_answer: a candidate whose answer was recorded but is empty (blank, or
+# no text: a reply of tool calls only): skipped. no_answer_found: a candidate whose answer no
+# span or log record recorded at all (content capture off, the logs topic not read, a
+# convention not read): skipped, and ``unanswered.names_seen`` says what its LLM calls carried.
+NoVerdict = Literal["no_candidate", "empty_answer", "no_answer_found"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +42,7 @@ def candidate(closed: ClosedTrace) -> Candidate | NoVerdict:
     if mapped is None:
         return "no_candidate"
     if not mapped.has_answer:
-        return "empty_answer"
+        return "empty_answer" if mapped.answer_found else "no_answer_found"
     origin = TraceOrigin(
         span_id=mapped.answer_span_id,
         project_id=mapped.project_id,

@@ -12,11 +12,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from consumer.cli import main
 from consumer.localjudge.server import JudgeServer
 from scripts.kafka import broker
 from tests.support.fake_judge import ScriptedJudge
@@ -212,3 +216,54 @@ async def test_topics_with_different_partition_counts_are_refused_at_start_in_on
     assert f"{topics.traces} has 3" in lines[0]
     assert f"{logs} has 2" in lines[0]
     assert "Traceback" not in worker.log()
+
+
+async def test_a_replay_reads_the_logs_topics_window_too_and_judges_each_trace_whole_once(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    _, server = fake_judge
+    topics, logs = await _topics(kafka, "logs-replay", partitions=3)
+    inside, after = _chats(4, "inside"), _chats(2, "after")
+    now_ms = int(time.time() * 1000)
+    from_ms, to_ms = now_ms - 60_000, now_ms - 30_000
+    # The window's traces, their log records stamped a little after their spans (each topic
+    # has its own offsets for the window's times), and two traces after --to.
+    await _produce_at(kafka, topics.traces, [(c.key, c.spans_value(), from_ms + 1_000 * n)
+                                             for n, c in enumerate(inside)])
+    await _produce_at(kafka, logs, [(c.key, c.logs_value(), from_ms + 1_000 * n + 200)
+                                    for n, c in enumerate(inside)])
+    await _produce_at(kafka, topics.traces, [(c.key, c.spans_value(), to_ms + 1_000)
+                                             for c in after])
+    await _produce_at(kafka, logs, [(c.key, c.logs_value(), to_ms + 1_200) for c in after])
+
+    summary = tmp_path / "summary.json"
+    for name, value in _env(kafka, topics, logs, server.url).items():
+        monkeypatch.setenv(name, value)
+    code = await asyncio.wait_for(asyncio.to_thread(main, [
+        "replay", "--from", _iso(from_ms), "--to", _iso(to_ms),
+        "--summary-json", str(summary)]), timeout=120)
+
+    assert code == 0
+    records = await read_all(kafka, topics.verdicts, at_least=len(inside), settle_s=1.0)
+    verdicts = [json.loads(r.value) for r in records if r.value is not None]
+    assert Counter(v["trace_id"] for v in verdicts) == {c.trace_id: 1 for c in inside}
+    assert {v["verdict"] for v in verdicts} == {"pass"}, "their answers were in the logs"
+    written = json.loads(summary.read_text())
+    assert written["complete"] is True
+    assert written["records"] == 2 * len(inside), "the window of both topics"
+
+
+async def _produce_at(kafka: str, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=kafka, enable_idempotence=True)
+    await producer.start()
+    try:
+        for key, value, timestamp_ms in records:
+            await producer.send(topic, value, key=key, timestamp_ms=timestamp_ms)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()

@@ -22,6 +22,7 @@ from consumer.errors import DecodeError
 from consumer.inputs.otlp.decode import decode_otlp
 from consumer.telemetry.assembly import AssemblyLimits, ClosedTrace, TraceAssembly
 from consumer.telemetry.trace_event import Candidate, candidate
+from consumer.telemetry.unanswered import names_seen
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class OtlpFile:
     traces: list[FileCandidate] = field(default_factory=list)  # in order of first GenAI span
     problems: list[str] = field(default_factory=list)  # lines or spans not read; no GenAI trace
     skipped: list[str] = field(default_factory=list)  # candidates with an empty answer
+    no_answer: int = 0  # of those, candidates whose answer was found nowhere
 
 
 def read_otlp_chunks(chunks: Iterable[tuple[int, str]]) -> OtlpFile:
@@ -84,6 +86,13 @@ def _read_trace(closed: ClosedTrace, found: OtlpFile) -> None:
         return
     if result == "empty_answer":
         found.skipped.append(f"{where} has an empty answer: not evaluated, no verdict")
+    elif result == "no_answer_found":
+        seen = names_seen(closed.spans)
+        names = ", ".join([*seen.attributes, *(f"event {name}" for name in seen.events)])
+        more = f" and {seen.left_out} more" if seen.left_out else ""
+        found.skipped.append(f"{where}: no answer found on its LLM spans or their log records "
+                             f"(they carry {names or 'nothing'}{more}): not evaluated, no verdict")
+        found.no_answer += 1
     elif result != "no_candidate":
         found.traces.append(FileCandidate(closed.first_offset, result))
 

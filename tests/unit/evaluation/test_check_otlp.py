@@ -125,6 +125,31 @@ def test_collector_file_exporter_lines_are_judged_as_the_worker_judges_spans(
     assert code == 0
 
 
+def test_a_trace_whose_answer_is_found_nowhere_is_named_and_counted_apart(
+    env: Judge, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """openai-v2 with its content in log records the file does not hold: the chat span alone."""
+    app = App()
+    answered = app.ask("Who wrote Dune?", "Frank Herbert. [[score=5]]")
+    with app.tracer.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT) as chat:
+        chat.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.system": "openai",
+                             "gen_ai.request.model": "gpt-4o-mini"})
+    unanswered = app.recorder.spans()
+    path = write_lines(tmp_path / "spans.jsonl", request_line(answered),
+                       request_line(unanswered))
+
+    code = main(["check", str(path)])
+
+    captured = capsys.readouterr()
+    assert [v["trace_id"] for v in verdict_lines(captured.out)] == [hex_trace_id(answered)]
+    assert notes(captured.err) == [
+        f"check: line 2: trace '{hex_trace_id(unanswered)}': no answer found on its LLM spans "
+        "or their log records (they carry gen_ai.operation.name, gen_ai.request.model, "
+        "gen_ai.system): not evaluated, no verdict"]
+    assert "check: left out: 1 no answer found in the spans" in captured.err.splitlines()
+    assert code == 0
+
+
 def test_one_pretty_printed_document_is_read_whole(
     env: Judge, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -112,7 +112,7 @@ def _llm_without_answer() -> list[ReadableSpan]:
         (_indexing, {"no_candidate": 1}),
         (_llm_without_answer, {"skipped": 1}),
     ],
-    ids=["no-genai-span", "indexing-embeddings", "llm-call-with-empty-answer"],
+    ids=["no-genai-span", "indexing-embeddings", "llm-call-without-an-answer"],
 )
 async def test_a_trace_without_an_answer_gets_no_verdict_and_its_offsets_are_done(
     make: Callable[[], list[ReadableSpan]], outcomes: dict[str, int]

@@ -94,3 +94,45 @@ def test_partitions_dealt_without_their_pair_are_named_in_one_warning() -> None:
         alone = path.unpaired([*paired, TP("spans", 1), TP("logs", 3)])
     assert alone == [TP("logs", 3), TP("spans", 1)]
     assert [entry["event"] for entry in logs] == ["partitions_not_copartitioned"]
+
+
+class PairClock:
+    """Each partition's present and whether it is read to its end, as a test sets them."""
+
+    def __init__(self) -> None:
+        self.times: dict[Hashable, float] = {}
+        self.ends: set[Hashable] = set()
+
+    def arrival(self, partition: Hashable, offset: int, timestamp_ms: int) -> float:
+        return timestamp_ms / 1000
+
+    def now(self, partition: Hashable) -> float:
+        return self.times.get(partition, float("-inf"))
+
+    def at_end(self, partition: Hashable) -> bool:
+        return False
+
+    def caught_up(self, partition: Hashable) -> bool:
+        return partition in self.ends
+
+
+def test_a_pairs_present_is_its_slower_topics_unless_that_one_is_read_to_its_end() -> None:
+    clock = PairClock()
+    evaluator = Evaluator(GatedJudge(), 0.5, Limits())
+    rules = RuleSet.groundedness(evaluator)
+    path = SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, AssemblyLimits(),
+                    OffsetTracker[Hashable](), Tasks(), clock, max_judging=8, logs_topic="logs")
+    spans, logs = TP("spans", 0), TP("logs", 0)
+    path.assigned(spans)
+    assert path.now(0) == float("-inf")
+    clock.times[spans] = 100.0
+    assert path.now(0) == 100.0, "one topic assigned: its time"
+    path.assigned(logs)
+    assert path.now(0) == float("-inf"), "the logs not read yet: no trace may close"
+    clock.ends.add(logs)
+    assert path.now(0) == 100.0, "a quiet logs topic read to its end holds nothing back"
+    clock.times[logs], clock.ends = 40.0, set()
+    assert path.now(0) == 40.0, "an hour behind on the logs: their time"
+    clock.ends = {spans, logs}
+    assert path.now(0) == 100.0, "both read to their ends: the later"
+    assert path.now(0, logs, 45.0) == 45.0, "a record being added is not read past yet"

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+import structlog
 from rich.console import Console
 
 from consumer.cost.pricing import FALLBACK_PRICE, Prices, format_usd
@@ -22,7 +23,9 @@ from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.rules.missing_citation import MissingCitation
 from consumer.rules.rule_set import RuleSet
 from consumer.settings import Settings, load_settings
+from consumer.telemetry.assembly import ClosedTrace
 from consumer.telemetry.origin import TraceOrigin
+from consumer.telemetry.spans import Span
 from schemas.trace import TraceEvent
 from schemas.verdict import Usage, VerdictEvent
 from tests.support.pipeline_fakes import Rec
@@ -313,3 +316,17 @@ def test_without_prices_the_cost_is_unknown_not_zero() -> None:
     text = rendered(summary)
     assert text["judge cost (JUDGE_PRICE_*)"] == "—"
     assert "filtered out (TRACE_FILTER)" not in text, "no row for a control left unused"
+
+
+async def test_a_span_dry_run_counts_an_answer_found_nowhere_as_skipped() -> None:
+    """As the live worker does: skipped (``no_answer_found``), not judged, in ``skipped``."""
+    counter = TraceCounter(DryRun(rule_set(), FALLBACK))
+    chat = Span("a" * 32, "b" * 16, None, "chat gpt-4o-mini", 0, 10,
+                {"gen_ai.operation.name": "chat"})
+    closed = ClosedTrace(trace_id="a" * 32, spans=(chat,), root_seen=True, closed_by="quiet",
+                         span_count=1, capped=0, first_offset=0)
+    await counter.handle(None, closed, structlog.get_logger())
+    assert (counter.dry.skipped["no_answer_found"], counter.dry.skipped["empty_output"]) == (1, 0)
+    summary = summarise({**WINDOW, "dry_run": True}, 1, 1.0, Counter(), ("missing_citation",),
+                        dry=counter.dry)
+    assert summary["skipped"] == 1

@@ -92,7 +92,8 @@ def test_the_same_log_record_sent_twice_is_kept_once() -> None:
 
 def test_a_replay_window_applies_to_each_topics_own_offsets() -> None:
     # Spans window [10, 20); logs window [100, 200): a logs record at 50 is the lead-in.
-    assembly = TraceAssembly(LIMITS, opens_from=10, opens_before=20, logs_window=(100, 200))
+    assembly = TraceAssembly(LIMITS, opens_from=10, opens_before=20)
+    assembly.window(LOGS_LANE, 100, 200)
     assert assembly.add(L(50), logs(0, ("gen_ai.user.message", {"content": "Q?"})),
                         now=0.0) == [L(50)]
     assert assembly.add(10, record(genai(0), roots=[0]), now=1.0) == [10]

@@ -181,19 +181,26 @@ def test_answer_with_documents_and_no_llm_is_a_candidate() -> None:
     check(map_trace(spans), {"answer": "An answer.", "docs": ("Doc.",), "source": "retrieval"})
 
 
-EMPTY_ANSWERS = [
-    pytest.param([llm(1, None, "q", None, start=0, end=5)], id="llm-without-output"),
+EMPTY_ANSWERS = [  # (spans, answer_found: some place held an answer, blank or not text)
+    pytest.param([llm(1, None, "q", None, start=0, end=5)], False, id="llm-without-output"),
     pytest.param([span(1, None, {KIND: LLM, f"{OUT}.0.message.content": ("a", "b"),
                                  published.GEN_AI_OUTPUT_MESSAGES: "not json",
                                  f"{OUT}.x.message.content": "bad index",
                                  f"{OUT}.².message.content": "unicode digit"},
-                  start=0, end=5)], id="attributes-of-the-wrong-type"),
-    pytest.param([llm(1, None, "q", "   ", start=0, end=5)], id="whitespace-answer"),
+                  start=0, end=5)], True, id="attributes-of-the-wrong-type"),
+    pytest.param([llm(1, None, "q", "   ", start=0, end=5)], True, id="whitespace-answer"),
+    pytest.param([chain(1, None, start=0, end=100, **{SA.OUTPUT_VALUE: "Obj(result=1)"}),
+                  llm(2, 1, "q", None, start=1, end=50)], True, id="outermost-value-a-repr"),
+    pytest.param([span(1, None, {published.GEN_AI_OPERATION_NAME: "chat",
+                                 f"{published.GEN_AI_COMPLETION}.0.content": ""},
+                  start=0, end=5)], True, id="older-completion-blank"),
 ]
 
 
-@pytest.mark.parametrize("spans", EMPTY_ANSWERS)
-def test_candidate_with_empty_answer_is_returned_empty(spans: list[Span]) -> None:
+@pytest.mark.parametrize(("spans", "answer_found"), EMPTY_ANSWERS)
+def test_candidate_with_empty_answer_is_returned_empty(spans: list[Span],
+                                                       answer_found: bool) -> None:
     mapped = map_trace(spans)
     assert mapped is not None
     assert (mapped.answer.strip(), mapped.answer_span_id, mapped.has_answer) == ("", None, False)
+    assert mapped.answer_found is answer_found
