@@ -310,6 +310,21 @@ class Settings(BaseSettings):
                         f"{setting} is set but KAFKA_SECURITY_PROTOCOL is {protocol}: use {use}"
                     )
 
+    @field_validator("kafka_bootstrap_servers")
+    @classmethod
+    def _host_and_port_each(cls, value: str) -> str:
+        # aiokafka reads "host" as port 9092 and fails on a port that is no number with a
+        # traceback; an address that cannot be right is better refused before any retrying.
+        entries = [entry.strip() for entry in value.split(",")]
+        for entry in entries:
+            host, _, port = entry.rpartition(":")
+            if not entry or not host.strip("[]") or not port.isdigit() or not (
+                    0 < int(port) < 65536):
+                which = "" if len(entries) == 1 else f" ({entry!r} is not)"
+                raise ValueError(f"each broker must be host:port, e.g. localhost:9092 or "
+                                 f"[::1]:9092, separated by commas{which}")
+        return ",".join(entries)
+
     @model_validator(mode="after")
     def _logs_topic_beside_spans(self) -> Settings:
         topic = self.otlp_logs_topic

@@ -46,7 +46,8 @@ LEFT_OUT_LABELS: dict[Skip, str] = {
     "sampled_out": "sampled out of judging (SAMPLE_RATE)"}
 
 CheckFormat = Literal["auto", "trace_json", "otlp_json"]
-_OTLP_KEYS = ("resourceSpans", "resource_spans")
+# An OTLP JSON document of spans, or of the log records that join them.
+_OTLP_KEYS = ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,7 @@ def _is_otlp_chunk(chunk: str) -> bool:
 
 def _looks_like_otlp(whole: object, chunks: list[tuple[int, str]]) -> bool:
     """Does the first JSON object (the whole document, or the first line that is one) have
-    ``resourceSpans``?"""
+    ``resourceSpans`` (or ``resourceLogs``)?"""
     if isinstance(whole, dict):
         return any(key in whole for key in _OTLP_KEYS)
     for _, chunk in chunks:

@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import ssl
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +38,7 @@ log = structlog.get_logger(__name__)
 
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
+UNREACHABLE_LOG_EVERY_S = 60.0  # a broker still unreachable at start: said this often
 # How long the group waits for its members to rejoin a rebalance: set, not left at aiokafka's
 # default (the 10 s session timeout), since a member first hands its partitions back
 # (``Pipeline.on_partitions_revoked``: in-flight work for at most ``REVOKE_TIMEOUT_S``, then
@@ -226,19 +230,34 @@ async def start_client(
     """Start ``client``; what ``map_kafka_error`` says about a failure decides the rest.
 
     Refused (credentials, TLS): ``ConfigError``, never retried. Unreachable: with ``stop``
-    (the worker), retried with back-off until started (True) or stopped (False); without (a
-    command), ``ConfigError`` "cannot reach" at once. Anything else propagates.
+    (the worker), retried with back-off until started (True) or stopped (False), said in one
+    line at the first failure and again at most every ``UNREACHABLE_LOG_EVERY_S`` (aiokafka's
+    own line per attempt and server is held back); without (a command), ``ConfigError``
+    "cannot reach" at once. Anything else propagates.
     """
-    delay = FIRST_RETRY_S
+    delay, attempts = FIRST_RETRY_S, 0
+    first_failure = said_at = -math.inf
     while stop is None or not stop.is_set():
         action = await start_once(client)
         if action is None:
+            if attempts:
+                log.info("kafka_reached", client=what, attempts=attempts + 1,
+                         after_s=round(time.monotonic() - first_failure, 1))
             return True
         if stop is None:
             raise ConfigError(
                 f"KAFKA_BOOTSTRAP_SERVERS: cannot reach {bootstrap} ({action.reason})"
             )
-        log.warning("kafka_unreachable", client=what, error=action.reason, retry_in_s=delay)
+        attempts += 1
+        now = time.monotonic()
+        if attempts == 1:
+            first_failure = now
+        if now - said_at >= UNREACHABLE_LOG_EVERY_S:
+            said_at = now
+            log.warning("kafka_unreachable", client=what, attempts=attempts,
+                        waited_s=round(now - first_failure, 1),
+                        detail=f"cannot reach {bootstrap} ({action.reason}): retrying with "
+                               f"backoff up to {MAX_RETRY_S:g} s, said again once a minute")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), delay)
         delay = min(delay * 2, MAX_RETRY_S)
@@ -263,16 +282,18 @@ async def start_once(client: Startable) -> Retry | None:
             raise
     # aiokafka's start() raises the same KafkaConnectionError("Unable to bootstrap ...") for
     # a refused connection and for a refused login: the cause is only in its log records.
-    # Those the map refuses are held back, as the ConfigError says it all.
-    with aiokafka_compat.connection_failures(
-        hold=lambda error: isinstance(map_kafka_error(error), Refuse)
-    ) as failures:
+    # They are held back, every one: the caller says it all in one line (a refusal, or that
+    # the broker cannot be reached), and aiokafka would log one per server per attempt.
+    with aiokafka_compat.connection_failures(hold=lambda error: True) as failures:
         try:
             await client.start()
         except Exception as exc:
             action = map_kafka_error(exc)
-            if isinstance(action, Retry) and (cause := failures.first()) is not None:
-                action = map_kafka_error(cause.error, cause.where)  # why it could not connect
+            if isinstance(action, Retry):  # a refusal among the reasons it could not connect
+                refusals = (map_kafka_error(held.error, held.where) for held in failures.held)
+                action = next((r for r in refusals if isinstance(r, Refuse)), action)
+            if isinstance(action, Retry) and (first := failures.first()) is not None:
+                action = replace(action, cause=f"{first.where}: {first.error}")
             if isinstance(action, Refuse):
                 raise action.error() from None
             if isinstance(action, Retry):

@@ -74,11 +74,13 @@ class Retry:
     """Transient: back off and start the client again."""
 
     error: KafkaConnectionError
+    cause: str | None = None  # why the first server could not be reached, when aiokafka said
 
     @property
     def reason(self) -> str:
-        """What the client said (aiokafka's text names the error class)."""
-        return str(self.error)
+        """Why no server answered: the first one's failure (``host:port: error``), else what
+        the client said (aiokafka's text names the error class)."""
+        return self.cause or str(self.error)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Iterable, MutableMapping
@@ -61,13 +62,22 @@ def configure_logging(level: str, fmt: str, secrets: Iterable[str] = ()) -> None
 
 
 class _CurrentStderr:
-    """Whatever ``sys.stderr`` is at write time (it is swapped by test runners and tools)."""
+    """Whatever ``sys.stderr`` is at write time (it is swapped by test runners and tools).
+
+    A line that cannot be written is dropped: stderr may be a pipe whose reader is gone
+    (``groundedness run 2>&1 | head``), and a log call that raised there would stop whatever
+    logged it, the drain a SIGTERM starts among them.
+    """
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        try:
+            return sys.stderr.write(text)
+        except (OSError, ValueError):  # a closed pipe; a closed file (ValueError)
+            return 0
 
     def flush(self) -> None:
-        sys.stderr.flush()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
 
 
 def _scrub(value: Any, secrets: tuple[str, ...]) -> Any:

@@ -210,7 +210,9 @@ class SpanPath:
 
     def forget(self, tp: Partition) -> None:
         """Drop the partition's traces: nothing more is done; the next owner reassembles.
-        (A pair is revoked whole: the co-partitioned assignor moves both together.)"""
+        A pair is revoked whole: aiokafka's rebalance revokes every partition before it
+        assigns any (and exactly once, whose ``forget_partition`` takes one alone, is refused
+        with a logs topic), so no pair loses one topic while the other is still assembled."""
         pair = tp.partition
         for held in (self._assemblies, self._leaving):
             if (assembly := held.pop(pair, None)) is not None:

@@ -4,6 +4,8 @@ watermarks are committed and the worker exits 0, so a restart re-publishes nothi
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,6 +16,9 @@ from consumer.localjudge.server import JudgeServer
 from tests.support.fake_judge import PROBE, ScriptedJudge
 from tests.support.streams import Topics, create_topics, group_offsets, produce
 from tests.support.workers import (
+    GROUNDEDNESS,
+    REPO_ROOT,
+    WORKER_VARIABLES,
     VerdictCollector,
     WorkerPool,
     scored_stream,
@@ -97,3 +102,37 @@ async def test_sigterm_finishes_in_flight_work_and_a_restart_repeats_nothing(
 
 def _judged(judge: ScriptedJudge) -> int:
     return sum(1 for call in judge.calls if call.answer != PROBE)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_stops_the_worker_when_its_output_is_a_pipe_nobody_reads(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], signal_number: int,
+) -> None:
+    """``groundedness run 2>&1 | head -3``: head exits after three lines, and every later log
+    line meets a closed pipe; the signal's drain must still run and exit."""
+    _, server = fake_judge
+    topics = Topics.fresh("closed-pipe")
+    await create_topics(kafka, topics, partitions=1)
+    env = worker_env(topics.env(kafka), server.url, LOG_LEVEL="info",
+                     DRAIN_TIMEOUT_SECONDS="5")
+    full_env = {k: v for k, v in os.environ.items() if k.upper() not in WORKER_VARIABLES}
+    process = await asyncio.create_subprocess_exec(
+        str(GROUNDEDNESS), "run", env=full_env | env, cwd=str(REPO_ROOT),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT)
+    try:
+        assert process.stdout is not None
+        for _ in range(3):  # head -3
+            await asyncio.wait_for(process.stdout.readline(), 30)
+        process.stdout.feed_eof()
+        transport = process._transport  # type: ignore[attr-defined]
+        transport.get_pipe_transport(1).close()  # the reader is gone: writes fail (EPIPE)
+        await asyncio.sleep(2.0)  # the worker runs on, logging into the closed pipe
+        assert process.returncode is None
+        process.send_signal(signal_number)
+        code = await asyncio.wait_for(process.wait(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert code in (0, 130), code

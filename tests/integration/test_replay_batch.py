@@ -28,14 +28,13 @@ from consumer.localjudge.server import JudgeServer
 from consumer.replay.batch import command as replay_batch
 from consumer.replay.batch.runner import Polling
 from consumer.rules.verdicts import verdict_id
-from consumer.settings import Settings
 from tests.integration.test_replay_spans import GARBAGE, Trace, answered, indexing, rag
 from tests.integration.test_replay_spans import produce as produce_at
 from tests.support.fake_judge import ScriptedJudge
 from tests.support.otel_spans import otlp_proto
 from tests.support.streams import Topics, create_topics, produce, read_all, trace
 from tests.support.waiting import until
-from tests.support.workers import GROUNDEDNESS, worker_env
+from tests.support.workers import GROUNDEDNESS, WORKER_VARIABLES, worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +46,6 @@ PRICES = {"JUDGE_PRICE_INPUT_PER_MILLION": "0.15", "JUDGE_PRICE_OUTPUT_PER_MILLI
 # how long the answer took (the batch's duration) and what it cost (half).
 NOT_COMPARED = ("evaluated_at", "latency_ms", "cost_usd")
 FLAKY = "[[fail=1 status=500]]"  # the batch's attempt fails; the synchronous judge's passes
-_WORKER_VARIABLES = frozenset(name.upper() for name in Settings.model_fields)
 
 
 @pytest.fixture(autouse=True)
@@ -172,7 +170,7 @@ async def test_a_batch_replay_publishes_a_synchronous_replays_verdicts_at_half_t
 async def start_replay(env: dict[str, str], cwd: Path, log: Path,
                        *args: str) -> asyncio.subprocess.Process:
     """`groundedness replay ARGS` as a process of its own (so SIGKILL is real)."""
-    inherited = {k: v for k, v in os.environ.items() if k.upper() not in _WORKER_VARIABLES}
+    inherited = {k: v for k, v in os.environ.items() if k.upper() not in WORKER_VARIABLES}
     with log.open("ab") as output:
         return await asyncio.create_subprocess_exec(
             str(GROUNDEDNESS), "replay", *args, env=inherited | env, cwd=str(cwd),

@@ -32,7 +32,7 @@ GROUNDEDNESS = REPO_ROOT / ".venv" / "bin" / "groundedness"
 THRESHOLD = 0.5
 # The worker's own variables are dropped from the inherited environment, so a developer's
 # shell (DELIVERY, KAFKA_*, OPENAI_API_KEY...) cannot change what a test runs.
-_WORKER_VARIABLES = frozenset(name.upper() for name in Settings.model_fields)
+WORKER_VARIABLES = frozenset(name.upper() for name in Settings.model_fields)
 
 
 def worker_env(bootstrap_env: dict[str, str], judge_url: str, **overrides: str) -> dict[str, str]:
@@ -130,7 +130,7 @@ class WorkerPool:
         """Start ``groundedness run`` with ``env`` over a cleaned copy of this environment."""
         name = name or f"worker-{len(self.workers) + 1}"
         log_path = self.log_dir / f"{name}.stderr"
-        full_env = {k: v for k, v in os.environ.items() if k.upper() not in _WORKER_VARIABLES}
+        full_env = {k: v for k, v in os.environ.items() if k.upper() not in WORKER_VARIABLES}
         with _open_for_append(log_path) as stderr:
             process = await asyncio.create_subprocess_exec(
                 str(GROUNDEDNESS), "run", env=full_env | env, cwd=str(REPO_ROOT),

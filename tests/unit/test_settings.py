@@ -389,3 +389,27 @@ def test_a_blank_logs_topic_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
     monkeypatch.setenv("OTLP_LOGS_TOPIC", " ")
     assert load_settings().otlp_logs_topic is None
+
+
+@pytest.mark.parametrize(("value", "got"), [
+    ("localhost:abc", "'localhost:abc'"), ("nonsense", "'nonsense'"), ("", "''"),
+    ("broker:99999", "'broker:99999'"), ("a:1,,b:2", "('' is not)"), (":9092", "':9092'"),
+])
+def test_a_bootstrap_address_that_cannot_be_right_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str, got: str,
+) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", value)
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("KAFKA_BOOTSTRAP_SERVERS: each broker must be host:port")
+    assert got in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", ["localhost:9092", " a:1 , b:2 ", "[::1]:9092",
+                                   "broker-0.kafka.svc:9093"])
+def test_good_bootstrap_addresses_are_taken(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", value)
+    assert load_settings().kafka_bootstrap_servers == ",".join(p.strip() for p in value.split(","))

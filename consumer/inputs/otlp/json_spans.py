@@ -44,8 +44,10 @@ from consumer.inputs.otlp.span_filter import (
     valid_ids,
 )
 
-# What ParseDict raises for a value it cannot take (and a lone surrogate, deep nesting).
-_PARSE_ERRORS = (json_format.ParseError, RecursionError, TypeError, ValueError)
+# What ParseDict raises for a value it cannot take (and a lone surrogate, deep nesting). A lone
+# surrogate where protobuf looks a name up (an enum, a message's field) makes its C code raise
+# SystemError, the UnicodeEncodeError as its cause.
+PARSE_ERRORS = (json_format.ParseError, RecursionError, SystemError, TypeError, ValueError)
 _ID_KEYS = {  # both spellings, as ParseDict accepts both
     "traceId": TRACE_ID_BYTES,
     "trace_id": TRACE_ID_BYTES,
@@ -163,7 +165,7 @@ def _parse_span(span: object, scope: ScopeSpans, skipped: Skipped) -> int:
             _rewrite_ids(link)
     try:
         json_format.ParseDict(span, scope.spans.add(), ignore_unknown_fields=True)
-    except _PARSE_ERRORS as e:
+    except PARSE_ERRORS as e:
         del scope.spans[-1]  # half filled: ParseDict stops at the first bad field
         skipped.unreadable(f"span {span_id.hex()}: {bad_field(e)}", trace_id, parent_id)
         return 0
@@ -180,14 +182,14 @@ def _parse_resource(resource: object, target: Resource, skipped: Skipped) -> Non
     try:
         json_format.ParseDict(resource, target, ignore_unknown_fields=True)
         return
-    except _PARSE_ERRORS as e:
+    except PARSE_ERRORS as e:
         target.Clear()
         skipped.note(f"resource partly unreadable: {bad_field(e)}")
     pairs = resource.get("attributes")
     for pair in pairs if isinstance(pairs, list) else ():
         try:
             json_format.ParseDict(pair, target.attributes.add(), ignore_unknown_fields=True)
-        except _PARSE_ERRORS:
+        except PARSE_ERRORS:
             del target.attributes[-1]
 
 
@@ -230,6 +232,9 @@ def bad_field(error: BaseException) -> str:
     the value are read: the chain of field names it starts with, and the position it may end
     with (`` at Span.attributes[0].value.intValue.``); the value, between them, may contain
     anything, " at " included."""
+    if isinstance(error, SystemError) and isinstance(error.__cause__ or error.__context__,
+                                                     UnicodeError):
+        return "lone surrogate"
     text = str(error)
     located = _AT_FIELD.search(text)
     path = located.group(1) if located else ".".join(_leading_fields(text))

@@ -29,7 +29,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData
 
 from consumer.errors import DecodeError
 from consumer.inputs import OtlpEncoding
-from consumer.inputs.otlp.json_spans import bad_field, id_bytes, one_line
+from consumer.inputs.otlp.json_spans import PARSE_ERRORS, bad_field, id_bytes, one_line
 from consumer.inputs.otlp.span_filter import SPAN_ID_BYTES, TRACE_ID_BYTES, ZERO_SPAN_ID
 from consumer.inputs.otlp.values import MAX_ATTRIBUTE_CHARS, Cuts, any_value, attributes
 from consumer.telemetry.spans import DecodedRecord, LogEvent, SpanEvent
@@ -38,8 +38,6 @@ GENAI_EVENT_PREFIX = "gen_ai."
 EVENT_NAME = "event.name"  # the attribute SDKs wrote before LogRecord had ``event_name``
 EVENT_CONTENT = "gen_ai.event.content"  # where a span event of these conventions keeps its body
 _ZERO_TRACE_ID = bytes(TRACE_ID_BYTES)
-# ParseDict's failures; SystemError is what protobuf's C code raises on a lone surrogate.
-_PARSE_ERRORS = (json_format.ParseError, RecursionError, SystemError, TypeError, ValueError)
 NO_TRACE_ID = "a GenAI log record without a valid trace id"
 
 
@@ -117,7 +115,7 @@ def _parse_json_record(node: dict[str, Any], decoded: DecodedRecord) -> LogRecor
     record = LogRecord()
     try:
         json_format.ParseDict(node, record, ignore_unknown_fields=True)
-    except _PARSE_ERRORS as e:
+    except PARSE_ERRORS as e:
         decoded.logs_dropped += 1
         decoded.invalid += 1
         decoded.problem = decoded.problem or f"log record: {bad_field(e)}"

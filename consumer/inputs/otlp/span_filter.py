@@ -26,10 +26,15 @@ ROOT_PARENT_IDS = (b"", ZERO_SPAN_ID)  # what a root's parent span id is written
 _PARENT_ID_SIZES = (0, SPAN_ID_BYTES)
 
 # A span has GenAI content when one of its attribute keys (or an event's name or attribute
-# key) starts with one of these: an OpenInference kind, the OTel GenAI conventions, Langfuse.
-# Resource attributes do not count: they are the same on every span of the service.
-GENAI_KEY_PREFIXES = ("openinference.span.kind", "gen_ai.", "langfuse.")
-_KIND, _GENAI, _LANGFUSE = (prefix.encode() for prefix in GENAI_KEY_PREFIXES)
+# key) starts with one of these: an OpenInference kind, the OTel GenAI conventions, Langfuse,
+# OpenLLMetry's workflow and task spans (its SDK's decorators record their output there, and
+# nothing under ``gen_ai.``). Resource attributes do not count: they are the same on every
+# span of the service.
+GENAI_KEY_PREFIXES = ("openinference.span.kind", "gen_ai.", "langfuse.", "traceloop.span.kind")
+_GENAI, _LANGFUSE = b"gen_ai.", b"langfuse."
+# OpenInference's and OpenLLMetry's kinds share a suffix: one scan of the bytes finds either
+# (a false match, "otel.span.kind", only costs reading that scope's keys).
+_SPAN_KIND = b".span.kind"
 
 
 def valid_ids(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> bool:
@@ -54,7 +59,7 @@ def mentions_genai(encoded: bytes) -> bool:
     Protobuf stores strings as raw UTF-8, so a key that is there is in the bytes verbatim; a
     substring search in C is far cheaper than reading every key as a Python string.
     """
-    return _KIND in encoded or _GENAI in encoded or _LANGFUSE in encoded
+    return _GENAI in encoded or _SPAN_KIND in encoded or _LANGFUSE in encoded
 
 
 def scopes_may_keep(value: bytes, data: TracesData) -> list[bool]:

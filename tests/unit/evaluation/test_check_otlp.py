@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
 from consumer.cli import main
+from tests.support.genai_logs import LoggedChats, logs_json
 from tests.support.otel_spans import KIND, Recorder, otlp_json, otlp_proto
 from tests.unit.evaluation.conftest import Judge, notes, verdict_lines
 
@@ -147,6 +148,31 @@ def test_a_trace_whose_answer_is_found_nowhere_is_named_and_counted_apart(
         "or their log records (they carry gen_ai.operation.name, gen_ai.request.model, "
         "gen_ai.system): not evaluated, no verdict"]
     assert "check: left out: 1 no answer found in the spans" in captured.err.splitlines()
+    assert code == 0
+
+
+def test_log_record_lines_join_their_traces_as_the_logs_topic_does(
+    env: Judge, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The collector's traces and logs pipelines written to one file (or one appended to the
+    other): openai-v2's content is in the log record lines, read with their chat spans."""
+    chats = LoggedChats()
+    first = chats.chat("Who wrote Dune?", "Frank Herbert. [[score=5]]")
+    second = chats.chat("Who wrote Emma?", "Frank Herbert. [[score=1]]")
+    path = write_lines(tmp_path / "otel.jsonl",
+                       logs_json(first.logs_value()).decode(),
+                       request_line(first.spans + second.spans),
+                       logs_json(second.logs_value()).decode())
+
+    code = main(["check", str(path)])
+
+    captured = capsys.readouterr()
+    verdicts = verdict_lines(captured.out)
+    assert [(v["trace_id"], v["verdict"]) for v in verdicts] == [
+        (first.trace_id, "pass"), (second.trace_id, "fail")]
+    assert {v["span_id"] for v in verdicts} == {first.chat_span_id, second.chat_span_id}
+    assert {v["context_source"] for v in verdicts} == {"llm_input"}
+    assert notes(captured.err) == []
     assert code == 0
 
 

@@ -88,14 +88,34 @@ async def test_the_real_client_refused_at_bootstrap_is_a_config_error(
         await start_client(Bootstrapping(), "producer", bootstrap="broker-1:9094")
 
 
-async def test_the_worker_retries_an_unreachable_broker_until_it_answers() -> None:
-    client = FakeClient((None, UNREACHABLE), (None, UNREACHABLE))
+async def test_the_worker_retries_an_unreachable_broker_until_it_answers_saying_so_once(
+    aiokafka_records: list[logging.LogRecord],
+) -> None:
+    refused = ConnectionRefusedError(111, "Connect call failed")
+    client = FakeClient((refused, UNREACHABLE), (refused, UNREACHABLE), (None, UNREACHABLE))
     with structlog.testing.capture_logs() as logs:
         started = await start_client(client, "consumer", bootstrap="b:9", stop=asyncio.Event())
     assert started
-    assert client.starts == 3
-    assert [(e["event"], e["client"], e["retry_in_s"]) for e in logs] == [
-        ("kafka_unreachable", "consumer", 0.01), ("kafka_unreachable", "consumer", 0.02)]
+    assert client.starts == 4
+    assert [(e["event"], e["client"], e["attempts"]) for e in logs] == [
+        ("kafka_unreachable", "consumer", 1), ("kafka_reached", "consumer", 4)]
+    assert logs[0]["detail"] == ("cannot reach b:9 (broker-1:9094: [Errno 111] Connect call "
+                                 "failed): retrying with backoff up to 30 s, said again once "
+                                 "a minute")
+    assert aiokafka_records == [], "aiokafka's line per attempt and server is held back"
+
+
+async def test_a_broker_still_unreachable_is_said_again_at_most_every_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(clients, "UNREACHABLE_LOG_EVERY_S", 0.05)
+    monkeypatch.setattr(clients, "MAX_RETRY_S", 0.02)
+    client = FakeClient(*[(None, UNREACHABLE)] * 12)
+    with structlog.testing.capture_logs() as logs:
+        assert await start_client(client, "consumer", bootstrap="b:9", stop=asyncio.Event())
+    said = [e for e in logs if e["event"] == "kafka_unreachable"]
+    assert 2 <= len(said) < 12, "again after the interval, not once per attempt"
+    assert said[-1]["attempts"] > said[0]["attempts"] == 1
 
 
 async def test_a_stop_ends_the_retries_without_starting() -> None:

@@ -17,15 +17,19 @@ from dataclasses import dataclass
 
 import pytest
 
-from consumer.settings import Settings
 from scripts.kafka import certs
 from tests.support.tls_server import KEY_PASSWORD, Pki, TlsServer, pki
 from tests.support.token_endpoint import CLIENT_ID, CLIENT_SECRET, TokenEndpoint, endpoint
-from tests.support.workers import GROUNDEDNESS, REPO_ROOT, tracebacks, worker_env
+from tests.support.workers import (
+    GROUNDEDNESS,
+    REPO_ROOT,
+    WORKER_VARIABLES,
+    tracebacks,
+    worker_env,
+)
 
 __all__ = ["endpoint", "pki"]  # the fixtures, shared with their modules
 
-_WORKER_VARIABLES = frozenset(name.upper() for name in Settings.model_fields)
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ def rogue_server(pki: Pki) -> Iterator[TlsServer]:
 
 async def run_worker(port: int, **overrides: str) -> Run:
     env = {k: v for k, v in os.environ.items()
-           if k.upper() not in _WORKER_VARIABLES and not k.upper().startswith(("KAFKA_", "AWS_"))}
+           if k.upper() not in WORKER_VARIABLES and not k.upper().startswith(("KAFKA_", "AWS_"))}
     env |= worker_env({"KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}"}, "http://127.0.0.1:9/v1",
                       LOG_LEVEL="debug", **overrides)
     done = await asyncio.to_thread(

@@ -131,12 +131,17 @@ def set_field(name: str, value: Any) -> Callable[[dict[str, Any]], None]:
         (set_attribute({"arrayValue": {"values": 5}}), "arrayValue"),
         (set_attribute({"boolValue": "yes"}), "boolValue"),
         (set_field("name", "lone \ud800 surrogate"), "surrogate"),
+        # Where protobuf looks a name up, a lone surrogate makes its C code raise SystemError.
+        (set_field("kind", "\ud800"), "lone surrogate"),
+        (set_field("status", "\ud800"), "lone surrogate"),
+        (set_field("events", [{"name": "x", "attributes": "\ud800"}]), "events"),
         (set_field("attributes", "not a list"), "attributes"),
         (set_field("startTimeUnixNano", "yesterday"), "startTimeUnixNano"),
     ],
     ids=["int-not-integer", "int-fraction", "string-is-number", "array-values-a-number",
          "bool-is-string",
-         "lone-surrogate", "attributes-not-a-list", "time-not-a-number"],
+         "lone-surrogate", "surrogate-for-an-enum", "surrogate-for-a-message",
+         "surrogate-for-event-attributes", "attributes-not-a-list", "time-not-a-number"],
 )
 def test_one_unparseable_json_span_is_left_out_alone(
     change: Callable[[dict[str, Any]], None], reason: str

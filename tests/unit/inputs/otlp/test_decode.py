@@ -390,3 +390,19 @@ def test_a_record_without_genai_keys_keeps_nothing_and_still_sees_roots() -> Non
         pass
     decoded = decode_otlp(otlp_proto(recorder.spans()), "otlp_proto")
     assert (decoded.kept, decoded.dropped, len(decoded.roots_seen)) == ([], 2, 1)
+
+
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
+def test_an_openllmetry_task_span_with_only_traceloop_keys_is_kept(encoding: OtlpEncoding) -> None:
+    """The OpenLLMetry SDK's ``@task`` records its output under ``traceloop.*`` alone."""
+    recorder = Recorder()
+    with recorder.tracer.start_as_current_span("retrieve_documents.task") as task:
+        task.set_attributes({"traceloop.span.kind": "task",
+                             "traceloop.entity.name": "retrieve_documents",
+                             "traceloop.entity.output": '["Dune is by Frank Herbert."]'})
+    with recorder.tracer.start_as_current_span("GET /health"):
+        pass
+    proto = otlp_proto(recorder.spans())
+    decoded = decode_otlp(proto if encoding == "otlp_proto" else otlp_json(proto), encoding)
+    assert [span.name for span in decoded.kept] == ["retrieve_documents.task"]
+    assert decoded.dropped == 1
