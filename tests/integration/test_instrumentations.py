@@ -73,7 +73,9 @@ from tests.support.instrumentations import SETUPS, Asked, Setup, StandInModel
 from tests.support.streams import Topics, read_all, verdicts_by_trace
 from tests.support.workers import Worker, WorkerPool, tracebacks, worker_env
 
-pytestmark = pytest.mark.integration
+# One xdist process for the module (``make test`` runs --dist loadgroup): the programs, the
+# collector and the live worker run once, for all of its tests.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("instrumentations")]
 
 PARTITIONS = 3
 TRACES = len(SETUPS) * len(CASES)
@@ -209,6 +211,7 @@ async def delivered(kafka: str, tools: None, models: dict[str, StandInModel],
         kafka, genai_collector.GenAITopics(topics.verdicts, topics.dlq), 1)
     async with WorkerPool(tmp_path_factory.mktemp("live-worker")) as pool:
         live = await pool.start(_worker_env(kafka, topics, logs_topic, judge[1].url), "live")
+        await _owns_partitions(live)  # so what is sent from now on is read live
         started = time.monotonic()
         with genai_collector.running(kafka, both, tmp_path_factory.mktemp("otelcol")) as running:
             runs = await asyncio.gather(*(
@@ -229,7 +232,19 @@ async def delivered(kafka: str, tools: None, models: dict[str, StandInModel],
 def _worker_env(kafka: str, topics: Topics, logs_topic: str, judge_url: str) -> dict[str, str]:
     return worker_env(topics.env(kafka), judge_url, TRACES_FORMAT="otlp_proto",
                       OTLP_LOGS_TOPIC=logs_topic, TRACE_QUIET_SECONDS=QUIET_S,
-                      TRACE_MAX_WAIT_SECONDS="30")
+                      TRACE_MAX_WAIT_SECONDS="30", LOG_LEVEL="info",
+                      # The venv's entry point imports the checkout it was installed from.
+                      PYTHONPATH=str(instrumentations.REPO_ROOT))
+
+
+async def _owns_partitions(worker: Worker, timeout_s: float = 30.0) -> None:
+    """Wait until the worker was assigned its partitions (a non-empty assignment)."""
+    deadline = time.monotonic() + timeout_s
+    while not any(event.get("event") == "partitions_assigned" and event.get("partitions")
+                  for event in worker.events()):
+        assert worker.running, worker.log()
+        assert time.monotonic() < deadline, f"no partitions after {timeout_s}s:\n{worker.log()}"
+        await asyncio.sleep(0.1)
 
 
 # ---------------------------------------------------------------------------- where it is
