@@ -11,7 +11,7 @@ KAFKA_PORT ?= 9092
 # on worker subprocesses, so three keep two cores busy (about 5.5 min against 13 serially).
 TEST_WORKERS ?= 3
 
-.PHONY: venv lint test test-unit test-integration soak kafka-start kafka-stop demo schemas helm promtool prometheus bench clean
+.PHONY: venv instrumentation-venv lint test test-unit test-integration soak kafka-start kafka-stop demo schemas helm promtool prometheus bench clean
 
 venv: $(STAMP)
 
@@ -23,9 +23,30 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps 'llama-index-llms-openai==0.8.3'  # see pyproject
 	touch $(STAMP)
 
+# Real instrumentations (OpenTelemetry's openai-v2, OpenLLMetry) in a venv of their own, so the
+# project's dependencies do not grow: tests/integration/test_instrumentations.py runs its RAG
+# programs (tests/instrumentations/apps) with it. Seconds when its stamp is fresh.
+IVENV := .venv-instrumentations
+ISTAMP := $(IVENV)/.installed
+IREQUIREMENTS := tests/instrumentations/requirements.txt
+
+instrumentation-venv: $(ISTAMP)
+
+$(ISTAMP): $(IREQUIREMENTS)
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
+	test -x $(IVENV)/bin/python || $(PYTHON) -m venv $(IVENV)
+	$(IVENV)/bin/python -m pip install --quiet --upgrade pip
+	$(IVENV)/bin/python -m pip install --quiet -r $(IREQUIREMENTS)
+	touch $(ISTAMP)
+
 lint: venv
 	$(BIN)/ruff check consumer schemas tests scripts benchmarks
 	$(BIN)/mypy consumer schemas tests scripts benchmarks
+
+# The RAG programs (pyproject's mypy `exclude`) against the venv whose instrumentations they import.
+.PHONY: lint-instrumentations
+lint-instrumentations: venv instrumentation-venv
+	$(BIN)/mypy --python-executable $(IVENV)/bin/python tests/instrumentations/apps/*.py
 
 kafka-start:
 	@KAFKA_PORT=$(KAFKA_PORT) scripts/kafka-local start
@@ -54,14 +75,15 @@ otelcol:
 	@scripts/otel-collector build
 
 # What `make test` needs besides the broker, PREPARE_JOBS at a time: the collector's first Go
-# build then overlaps the venv's install and lint instead of running inside the tests. Each
-# target's output is printed whole when it is done (--output-sync). The broker starts after
-# (its start has a timeout that a busy machine should not eat into).
+# build and the instrumentation venv's install then overlap the venv's install and lint instead
+# of running inside the tests. Each target's output is printed whole when it is done
+# (--output-sync). The broker starts after (its start has a timeout that a busy machine should
+# not eat into).
 PREPARE_JOBS ?= 4
 .PHONY: prepare
 prepare:
 	@$(MAKE) --no-print-directory -j$(PREPARE_JOBS) --output-sync=target \
-		lint helm promtool prometheus otelcol
+		lint lint-instrumentations helm promtool prometheus otelcol
 
 # Unit and integration tests against a real broker started by scripts/kafka-local (which
 # finds one already running on KAFKA_PORT, and leaves it running: `make kafka-stop`).
@@ -103,4 +125,4 @@ dashboard: venv
 	$(BIN)/python -m scripts.dashboard
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(IVENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

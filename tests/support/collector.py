@@ -195,17 +195,26 @@ def running_logs(bootstrap: str, topic: str, run_dir: Path) -> Iterator[LogsColl
     """The repo's collector binary (``scripts/otel-collector build``) run with a logs pipeline
     of its own, beside the script's traces configuration; stopped with SIGTERM on exit (its
     exporter flushes to Kafka first). Its log is ``run_dir / "otelcol.log"``."""
-    binary = local_collector.build()
     port = local_collector.free_port()
-    config = run_dir / "otelcol-logs.json"  # JSON is YAML: the collector reads it as a file
-    config.write_text(json.dumps(logs_config(port, bootstrap, topic)), encoding="utf-8")
+    with running_config(logs_config(port, bootstrap, topic), port, run_dir) as endpoint:
+        yield LogsCollector(endpoint, topic)
+
+
+@contextmanager
+def running_config(config: dict[str, Any], port: int, run_dir: Path) -> Iterator[str]:
+    """The repo's collector binary run with ``config`` (its OTLP/HTTP receiver on ``port``)
+    until exit, then stopped with SIGTERM (its exporter flushes to Kafka first); yields the
+    endpoint, ``http://127.0.0.1:PORT``. Its log is ``run_dir / "otelcol.log"``."""
+    binary = local_collector.build()
+    path = run_dir / "otelcol.json"  # JSON is YAML: the collector reads it as a file
+    path.write_text(json.dumps(config), encoding="utf-8")
     log_path = run_dir / "otelcol.log"
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
-            [str(binary), "--config", f"file:{config}"], stdout=log_file, stderr=log_file)
+            [str(binary), "--config", f"file:{path}"], stdout=log_file, stderr=log_file)
     try:
         _wait_listening(process, port, log_path)
-        yield LogsCollector(f"http://127.0.0.1:{port}", topic)
+        yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         try:

@@ -1,0 +1,84 @@
+"""A LangChain RAG chain traced by OpenLLMetry (traceloop's ``opentelemetry-instrumentation-
+langchain`` and ``-openai``, instrumented as ``Traceloop.init`` does): a retriever (a
+``BaseRetriever`` finding the question's three documents) and ``ChatOpenAI``.
+
+``--docs-in-prompt`` pastes the retrieved documents into the system prompt, as most RAG chains
+do; without it the model sees only the question (the documents are retrieved to be shown as
+sources), so the judge's context can only come from the retriever's span.
+
+Runs in the instrumentation venv only (not type-checked in the project's).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
+from langchain_openai import ChatOpenAI
+from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+from tests.instrumentations import telemetry
+from tests.instrumentations.cases import BY_QUESTION, CASES, MODEL, SYSTEM_PROMPT, report
+
+DOCS_IN_PROMPT = "--docs-in-prompt"
+
+
+class ToyRetriever(BaseRetriever):
+    """The three documents of the question asked (ids in the metadata), best first."""
+
+    def _get_relevant_documents(self, query: str, *,
+                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        case = BY_QUESTION[query]
+        return [Document(page_content=text, metadata={"id": f"{case.case_id}-{n}"})
+                for n, text in enumerate(case.documents, start=1)]
+
+
+def messages(docs_in_prompt: bool) -> RunnableLambda[dict[str, object], list[BaseMessage]]:
+    """The step that turns the retrieved documents and the question into the chat's messages."""
+
+    def build(found: dict[str, object]) -> list[BaseMessage]:
+        question = str(found["question"])
+        documents = found["documents"]
+        assert isinstance(documents, list)
+        if docs_in_prompt:
+            listed = "\n".join(f"- {doc.page_content}" for doc in documents)
+            system = f"{SYSTEM_PROMPT}\n\n{listed}"
+        else:
+            system = "Answer the question in one sentence."
+        return [SystemMessage(system), HumanMessage(question)]
+
+    return RunnableLambda(build)
+
+
+def main() -> None:
+    docs_in_prompt = DOCS_IN_PROMPT in sys.argv
+    if docs_in_prompt:
+        sys.argv.remove(DOCS_IN_PROMPT)
+    args = telemetry.arguments(__doc__ or "")
+    started = telemetry.start(args)
+    instrumentors = (LangchainInstrumentor(), OpenAIInstrumentor())
+    for instrumentor in instrumentors:
+        instrumentor.instrument(tracer_provider=started.tracer_provider,
+                                logger_provider=started.logger_provider)
+    llm = ChatOpenAI(model=MODEL, base_url=args.model_url, api_key="sk-fake", max_retries=0)
+    chain = (RunnableParallel(documents=ToyRetriever(), question=RunnablePassthrough())
+             | messages(docs_in_prompt) | llm | StrOutputParser())
+    try:
+        for case in CASES:
+            with telemetry.request_span(started, case.question) as trace_id:
+                answer = chain.invoke(case.question)
+            print(report(case, trace_id, answer), flush=True)
+    finally:
+        for instrumentor in instrumentors:
+            instrumentor.uninstrument()
+        started.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,445 @@
+"""Real instrumentation output, through the real collector's traces AND logs pipelines, into Kafka,
+judged by the real worker.
+
+Six setups a team runs (``tests.support.instrumentations.SETUPS``), each a small RAG program in
+the instrumentation venv (``tests/instrumentations``, versions pinned in its requirements.txt)
+asking five questions with three documents each of the stand-in model on loopback: the
+OpenTelemetry project's ``opentelemetry-instrumentation-openai-v2`` in its three content-capture
+modes, and OpenLLMetry (traceloop) on the OpenAI SDK and on a LangChain chain with a retriever
+(the documents in the prompt, or only on the retriever's span). One collector takes all of them
+(OTLP/HTTP, ``partition_traces_by_id`` and ``partition_logs_by_trace_id`` into two topics of
+the same partition count).
+
+Where each setup puts the content, as read back from the topics (``WHERE``: the extractor of
+each setup, asserted for every trace below). Answer / input / documents:
+
+- openai-v2, ``CAPTURE_MESSAGE_CONTENT=true`` (no opt-in): log records only. Answer: log
+  ``gen_ai.choice``, body ``message.content``; input: log ``gen_ai.user.message``, body
+  ``content``; documents: in the prompt, log ``gen_ai.system.message``, body ``content``.
+- openai-v2, ``event_only`` (``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``): one
+  log record ``gen_ai.client.inference.operation.details``, empty body, attributes
+  ``gen_ai.output.messages`` (answer) and ``gen_ai.input.messages`` (user: input; system: the
+  documents in the prompt), each an OTLP array of kvlists (``role``, ``parts[].content``), not
+  a JSON string as on spans.
+- openai-v2, ``span_only`` (opt-in): the ``chat gpt-4o-mini`` span, ``gen_ai.output.messages`` /
+  ``gen_ai.input.messages`` (JSON strings; system message: the documents in the prompt).
+- OpenLLMetry, OpenAI SDK: the ``openai.chat`` span, the same two attributes (JSON strings).
+- OpenLLMetry, LangChain: the ``ChatOpenAI.chat`` span, ``gen_ai.output.messages`` /
+  ``gen_ai.input.messages`` (user only: the system prompt is ``gen_ai.system_instructions``);
+  the ``RunnableSequence.workflow`` span (``gen_ai.operation.name`` ``invoke_agent``) also has
+  the answer in ``traceloop.entity.output`` (JSON ``outputs``); documents: the retriever span
+  ``vector_db_retrieve ToyRetriever`` (``gen_ai.operation.name`` ``vector_db_retrieve``,
+  ``traceloop.span.kind`` ``task``), ``traceloop.entity.output`` = ``gen_ai.task.output``, JSON
+  ``{"documents": [{"page_content", "metadata"}], "count"}``; and in ``gen_ai.system_instructions``
+  where the chain pastes them into the prompt. (A ``RunnableParallel`` task span's
+  ``traceloop.entity.output`` holds them too, as LangChain-serialized ``Document`` objects.)
+- The same chain with the documents not in the prompt: only the retriever span has them.
+
+In the two log modes the chat span carries no content at all, and each log record carries its
+chat span's trace and span ids, and no ``time_unix_nano`` (only ``observed_time_unix_nano``).
+The worker (``OTLP_LOGS_TOPIC``) judges each trace once with the program's answer, and the
+retriever setups with the retriever's documents (``context_source: retrieval``): one worker
+that was up while the programs ran, as in production, and one started after them (a restart,
+or a worker catching up: both topics' records are there at once). Skipped only
+where the collector can be neither built nor found cached, or the instrumentation venv can be
+neither found nor built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import ConsumerRecord
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+
+from consumer.inputs.otlp.decode import decode_otlp
+from consumer.judge.prompt import read_data
+from consumer.localjudge.server import JudgeServer
+from consumer.telemetry.spans import Span
+from tests.instrumentations.cases import CASES, context
+from tests.support import collector, genai_collector, instrumentations
+from tests.support.fake_judge import PROBE, Call, ScriptedJudge
+from tests.support.instrumentations import SETUPS, Asked, Setup, StandInModel
+from tests.support.streams import Topics, read_all, verdicts_by_trace
+from tests.support.workers import Worker, WorkerPool, tracebacks, worker_env
+
+# One xdist process for the module (``make test`` runs --dist loadgroup): the programs, the
+# collector and the live worker run once, for all of its tests.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("instrumentations")]
+
+PARTITIONS = 3
+TRACES = len(SETUPS) * len(CASES)
+QUIET_S = "0.5"
+RETRIEVER_SETUPS = {"openllmetry-langchain", "openllmetry-langchain-retriever"}
+LOG_SETUPS = {"openai-v2-true", "openai-v2-event-only"}
+EXPECTED_VERDICT = {"everest": "fail"}  # [[score=1]]; every other reply passes
+CHAT_SPAN = {"openai-v2-true": "chat gpt-4o-mini", "openai-v2-event-only": "chat gpt-4o-mini",
+             "openai-v2-span-only": "chat gpt-4o-mini", "openllmetry-openai": "openai.chat"}
+
+
+# ---------------------------------------------------------------------------- what arrived
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    """A log record as read back from the logs topic, ids in hex, values as Python's."""
+
+    event_name: str
+    trace_id: str
+    span_id: str
+    body: Any
+    attributes: dict[str, Any]
+    scope: str
+    time_unix_nano: int
+    observed_time_unix_nano: int
+
+
+@dataclass
+class Arrived:
+    """One trace as the topics hold it: its GenAI spans (as the worker decodes them), its log
+    records, and the partitions and keys of the records that carried them."""
+
+    spans: list[Span] = field(default_factory=list)
+    logs: list[Log] = field(default_factory=list)
+    span_partitions: set[int] = field(default_factory=set)
+    log_partitions: set[int] = field(default_factory=set)
+    keys: set[bytes] = field(default_factory=set)
+
+    def span(self, name: str) -> Span:
+        """The one span of that name."""
+        [found] = [span for span in self.spans if span.name == name]
+        return found
+
+    def log(self, event_name: str) -> Log:
+        """The one log record of that event name."""
+        [found] = [log for log in self.logs if log.event_name == event_name]
+        return found
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """Every setup's run and what reached the two topics."""
+
+    topics: Topics
+    logs_topic: str
+    asked: dict[str, list[Asked]]  # setup name -> its five questions
+    traces: dict[str, Arrived]  # trace id -> what arrived of it
+    models: dict[str, StandInModel]  # setup name -> its model
+    send_s: float  # from the collector's start to the last program's exit
+    live: Worker  # the worker that was reading while the programs ran
+
+
+def value(any_value: AnyValue) -> Any:
+    """An OTLP ``AnyValue`` as a Python value (kvlist -> dict, array -> list)."""
+    kind = any_value.WhichOneof("value")
+    if kind == "kvlist_value":
+        return {kv.key: value(kv.value) for kv in any_value.kvlist_value.values}
+    if kind == "array_value":
+        return [value(item) for item in any_value.array_value.values]
+    return None if kind is None else getattr(any_value, kind)
+
+
+def _arrived(span_records: list[Any], log_records: list[Any]) -> dict[str, Arrived]:
+    traces: dict[str, Arrived] = defaultdict(Arrived)
+    for record in span_records:
+        for span in decode_otlp(record.value, "otlp_proto").kept:
+            traces[span.trace_id].spans.append(span)
+            traces[span.trace_id].span_partitions.add(record.partition)
+    for record in log_records:
+        for resource_logs in LogsData.FromString(record.value).resource_logs:
+            for scope_logs in resource_logs.scope_logs:
+                for log in scope_logs.log_records:
+                    trace_id = log.trace_id.hex()
+                    traces[trace_id].logs.append(Log(
+                        log.event_name, trace_id, log.span_id.hex(), value(log.body),
+                        {kv.key: value(kv.value) for kv in log.attributes},
+                        scope_logs.scope.name, log.time_unix_nano, log.observed_time_unix_nano))
+                    traces[trace_id].log_partitions.add(record.partition)
+                    traces[trace_id].keys.add(record.key or b"")
+    return dict(traces)
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def tools() -> None:
+    """The collector binary and the instrumentation venv, built once or found (minutes cold)."""
+    collector.available()
+    reason = instrumentations.venv_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def models() -> Iterator[dict[str, StandInModel]]:
+    """Each setup's model on loopback."""
+    with ExitStack() as stack:
+        yield {setup.name: stack.enter_context(StandInModel(setup.name)) for setup in SETUPS}
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[tuple[ScriptedJudge, JudgeServer]]:
+    """The fake judge of both workers, for the module."""
+    scripted = ScriptedJudge()
+    with JudgeServer(scripted, models=("scripted-judge",)) as server:
+        yield scripted, server
+
+
+@pytest.fixture(scope="module")
+async def delivered(kafka: str, tools: None, models: dict[str, StandInModel],
+                    judge: tuple[ScriptedJudge, JudgeServer],
+                    tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Delivered]:
+    """Every setup's program run at once against one collector, with a worker already reading
+    both topics (as in production: it stays up for the module's tests); both topics read back.
+    """
+    topics = Topics.fresh("instrumentations")
+    logs_topic = topics.traces.replace("traces-", "logs-", 1)
+    both = genai_collector.GenAITopics(topics.traces, logs_topic)
+    await genai_collector.create_topics(kafka, both, PARTITIONS)
+    await genai_collector.create_topics(
+        kafka, genai_collector.GenAITopics(topics.verdicts, topics.dlq), 1)
+    async with WorkerPool(tmp_path_factory.mktemp("live-worker")) as pool:
+        live = await pool.start(_worker_env(kafka, topics, logs_topic, judge[1].url), "live")
+        await _owns_partitions(live)  # so what is sent from now on is read live
+        started = time.monotonic()
+        with genai_collector.running(kafka, both, tmp_path_factory.mktemp("otelcol")) as running:
+            runs = await asyncio.gather(*(
+                instrumentations.run(setup, models[setup.name].server.url, running.endpoint)
+                for setup in SETUPS))
+            send_s = time.monotonic() - started
+            asked = {setup.name: found for setup, found in zip(SETUPS, runs, strict=True)}
+            # Each trace is one record at least: enough once a record per trace is there.
+            span_records = await genai_collector.read_records(
+                kafka, topics.traces, enough=TRACES)
+            log_records = await genai_collector.read_records(
+                kafka, logs_topic, enough=2 * len(CASES), settle_s=0.5)
+        yield Delivered(topics, logs_topic, asked, _arrived(span_records, log_records), models,
+                        send_s, live)
+        assert await live.terminate() == 0
+
+
+def _worker_env(kafka: str, topics: Topics, logs_topic: str, judge_url: str) -> dict[str, str]:
+    return worker_env(topics.env(kafka), judge_url, TRACES_FORMAT="otlp_proto",
+                      OTLP_LOGS_TOPIC=logs_topic, TRACE_QUIET_SECONDS=QUIET_S,
+                      TRACE_MAX_WAIT_SECONDS="30", LOG_LEVEL="info",
+                      # The venv's entry point imports the checkout it was installed from.
+                      PYTHONPATH=str(instrumentations.REPO_ROOT))
+
+
+async def _owns_partitions(worker: Worker, timeout_s: float = 30.0) -> None:
+    """Wait until the worker was assigned its partitions (a non-empty assignment)."""
+    deadline = time.monotonic() + timeout_s
+    while not any(event.get("event") == "partitions_assigned" and event.get("partitions")
+                  for event in worker.events()):
+        assert worker.running, worker.log()
+        assert time.monotonic() < deadline, f"no partitions after {timeout_s}s:\n{worker.log()}"
+        await asyncio.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------- where it is
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A trace's content, read from where its setup puts it."""
+
+    answer: str
+    question: str
+    documents: tuple[str, ...]  # the retriever's texts; () where there is no retriever
+    prompt: str  # the system prompt the model got
+
+
+def _texts(messages: list[dict[str, Any]], role: str) -> list[str]:
+    return [str(part["content"]) for message in messages if message["role"] == role
+            for part in message["parts"] if part.get("type", "text") == "text"]
+
+
+def _from_messages(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> Found:
+    [answer], [question] = _texts(outputs, "assistant"), _texts(inputs, "user")
+    return Found(answer, question, (), "\n".join(_texts(inputs, "system")))
+
+
+def _openai_v2_true(trace: Arrived) -> Found:
+    choice = trace.log("gen_ai.choice").body
+    assert choice["message"]["role"] == "assistant"
+    assert choice["finish_reason"] == "stop"
+    return Found(choice["message"]["content"], trace.log("gen_ai.user.message").body["content"],
+                 (), trace.log("gen_ai.system.message").body["content"])
+
+
+def _openai_v2_event_only(trace: Arrived) -> Found:
+    details = trace.log("gen_ai.client.inference.operation.details")
+    assert details.body is None  # everything is in its attributes, structured
+    return _from_messages(details.attributes["gen_ai.input.messages"],
+                          details.attributes["gen_ai.output.messages"])
+
+
+def _span_messages(span_name: str) -> Callable[[Arrived], Found]:
+    def read(trace: Arrived) -> Found:
+        attributes = trace.span(span_name).attributes
+        return _from_messages(json.loads(str(attributes["gen_ai.input.messages"])),
+                              json.loads(str(attributes["gen_ai.output.messages"])))
+    return read
+
+
+def _langchain(trace: Arrived) -> Found:
+    chat = trace.span("ChatOpenAI.chat").attributes
+    found = _from_messages(json.loads(str(chat["gen_ai.input.messages"])),
+                           json.loads(str(chat["gen_ai.output.messages"])))
+    assert found.prompt == "", "the system prompt is not among the input messages"
+    [instructions] = json.loads(str(chat["gen_ai.system_instructions"]))
+    retriever = trace.span("vector_db_retrieve ToyRetriever").attributes
+    assert retriever["gen_ai.operation.name"] == "vector_db_retrieve"
+    assert retriever["traceloop.span.kind"] == "task"
+    assert retriever["traceloop.entity.output"] == retriever["gen_ai.task.output"]
+    output = json.loads(str(retriever["traceloop.entity.output"]))
+    assert output["count"] == len(output["documents"])
+    assert json.loads(str(retriever["traceloop.entity.input"]))["query"] == found.question
+    workflow = trace.span("RunnableSequence.workflow").attributes
+    assert json.loads(str(workflow["traceloop.entity.output"]))["outputs"] == found.answer
+    return Found(found.answer, found.question,
+                 tuple(doc["page_content"] for doc in output["documents"]),
+                 str(instructions["content"]))
+
+
+WHERE: Mapping[str, Callable[[Arrived], Found]] = {
+    "openai-v2-true": _openai_v2_true,
+    "openai-v2-event-only": _openai_v2_event_only,
+    "openai-v2-span-only": _span_messages(CHAT_SPAN["openai-v2-span-only"]),
+    "openllmetry-openai": _span_messages(CHAT_SPAN["openllmetry-openai"]),
+    "openllmetry-langchain": _langchain,
+    "openllmetry-langchain-retriever": _langchain,
+}
+CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+                "gen_ai.prompt", "gen_ai.completion")
+
+
+@pytest.mark.parametrize("setup", SETUPS, ids=[setup.name for setup in SETUPS])
+def test_each_setup_puts_the_content_where_the_table_says(
+    delivered: Delivered, setup: Setup,
+) -> None:
+    asked = delivered.asked[setup.name]
+    assert [a.case for a in asked] == list(CASES)
+    for a in asked:
+        assert a.answer == delivered.models[setup.name].reply(a.case), "the model's reply"
+        trace = delivered.traces[a.trace_id]
+        assert {span.resource.get("service.name") for span in trace.spans} == {setup.service}
+        found = WHERE[setup.name](trace)
+        assert found.answer == a.answer
+        assert found.question == a.case.question
+        if setup.name == "openllmetry-langchain-retriever":
+            assert found.documents == a.case.documents
+            prompts = delivered.models[setup.name].prompts_for(a.case.question)
+            assert prompts, "the model was asked"
+            assert not any(doc in prompt for doc in a.case.documents for prompt in prompts), \
+                "the documents reach the judge only if they come from the retriever span"
+        else:
+            assert found.prompt == context(a.case)  # the documents, pasted into the prompt
+            if setup.name in RETRIEVER_SETUPS:
+                assert found.documents == a.case.documents
+        if setup.name in LOG_SETUPS:
+            # The content is in the log records alone, each on its chat span.
+            chat = trace.span(CHAT_SPAN[setup.name])
+            assert not set(CONTENT_KEYS) & set(chat.attributes)
+            assert {(log.trace_id, log.span_id) for log in trace.logs} == {
+                (a.trace_id, chat.span_id)}
+            assert {log.scope for log in trace.logs} <= {
+                "opentelemetry.instrumentation.openai_v2", "opentelemetry.util.genai.handler"}
+            # Stamped only when observed: a record's time is its observed time.
+            assert all(log.time_unix_nano == 0 < log.observed_time_unix_nano
+                       for log in trace.logs)
+        else:
+            assert trace.logs == [], "no log records where the content is on spans"
+
+
+def test_log_records_are_keyed_and_partitioned_with_their_spans(delivered: Delivered) -> None:
+    log_traces = [a.trace_id for name in LOG_SETUPS for a in delivered.asked[name]]
+    assert len(log_traces) == len(LOG_SETUPS) * len(CASES)
+    for trace_id in log_traces:
+        trace = delivered.traces[trace_id]
+        assert trace.keys == {trace_id.encode()}
+        assert len(trace.span_partitions) == 1
+        assert trace.log_partitions == trace.span_partitions, trace_id
+    # Three per-message records per question in `true` mode, one in `event_only`.
+    counts = {name: sum(len(delivered.traces[a.trace_id].logs) for a in delivered.asked[name])
+              for name in LOG_SETUPS}
+    assert counts == {"openai-v2-true": 3 * len(CASES), "openai-v2-event-only": len(CASES)}
+
+
+# ---------------------------------------------------------------------------- judged
+
+
+async def test_the_live_worker_judged_every_trace_once_from_spans_and_logs(
+    kafka: str, delivered: Delivered, judge: tuple[ScriptedJudge, JudgeServer],
+) -> None:
+    topics, worker = delivered.topics, delivered.live
+    records = await read_all(kafka, topics.verdicts, at_least=TRACES, timeout_s=60, settle_s=1.0)
+    _assert_judged(delivered, records, judge[0].calls, worker)
+    assert await read_all(kafka, topics.dlq, timeout_s=1) == []
+
+
+async def test_a_worker_started_after_them_judges_every_trace_once_from_spans_and_logs(
+    kafka: str, delivered: Delivered, judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+) -> None:
+    """A restart, or a worker catching up: both topics' records are all there at once."""
+    later = replace(Topics.fresh("instrumentations-later"), traces=delivered.topics.traces)
+    await genai_collector.create_topics(
+        kafka, genai_collector.GenAITopics(later.verdicts, later.dlq), 1)
+    first_call = len(judge[0].calls)
+    async with WorkerPool(tmp_path) as pool:
+        worker = await pool.start(_worker_env(kafka, later, delivered.logs_topic, judge[1].url))
+        records = await read_all(kafka, later.verdicts, at_least=TRACES, timeout_s=60,
+                                 settle_s=1.0)
+        assert await worker.terminate() == 0
+    _assert_judged(delivered, records, judge[0].calls[first_call:], worker)
+    assert await read_all(kafka, later.dlq, timeout_s=1) == []
+
+
+def _assert_judged(delivered: Delivered, records: list[ConsumerRecord[bytes, bytes]],
+                   calls: Sequence[Call], worker: Worker) -> None:
+    """Every trace judged once, from its setup's content, on the right context."""
+    expected = {a.trace_id: (name, a) for name, asked in delivered.asked.items() for a in asked}
+    verdicts = verdicts_by_trace(records)
+    # Per setup: how many of its traces were judged, and from what context; all at once, so
+    # that a failure shows every setup's figures.
+    of_setup = {name: [v for a in asked for v in verdicts.get(a.trace_id, [])]
+                for name, asked in delivered.asked.items()}
+    judged = {name: (len(found), sorted({v["context_source"] for v in found}))
+              for name, found in of_setup.items()}
+    assert judged == {setup.name: (len(CASES), [
+        "retrieval" if setup.name in RETRIEVER_SETUPS else "llm_input"]) for setup in SETUPS
+    }, worker.log()[-3000:]
+    assert set(verdicts) == set(expected)
+    # The judge's context: the retriever's documents where a setup has a retriever, else the
+    # answer's LLM call input, which holds the documents pasted into the system prompt.
+    judged_data = {data["answer"]: data for data in (
+        read_data(call.request["messages"]) for call in calls if call.answer != PROBE)}
+    for trace_id, (name, a) in expected.items():
+        [verdict] = verdicts[trace_id]  # once
+        assert verdict["verdict"] == EXPECTED_VERDICT.get(a.case.case_id, "pass"), (name, a)
+        assert verdict["assembly"]["root_seen"] is True  # the web handler's span
+        trace = delivered.traces[trace_id]
+        if name in CHAT_SPAN:  # the answer's span: the chat span, its log records' own
+            assert verdict["span_id"] == trace.span(CHAT_SPAN[name]).span_id, name
+        else:
+            assert verdict["span_id"] in {span.span_id for span in trace.spans}, name
+        contents = [doc["content"] for doc in judged_data[a.answer]["documents"]]
+        if name in RETRIEVER_SETUPS:
+            assert verdict["context_source"] == "retrieval", (name, verdict)
+            assert contents == list(a.case.documents), name
+        else:
+            assert verdict["context_source"] == "llm_input", (name, verdict)
+            assert all(any(doc in content for content in contents)
+                       for doc in a.case.documents), name
+    assert tracebacks(worker.log()) == []
