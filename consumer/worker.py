@@ -65,6 +65,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     # Every client shares the consumer's token provider: a revoked secret stops the worker.
     oauth_refusal = wiring.OAuthRefusalStop(consumer, stop)
     topics = [settings.traces_topic, *filter(None, [settings.otlp_logs_topic])]
+    counts = copartitioned.CountWatch(consumer, topics, stop) if len(topics) > 1 else None
     log.info(
         "worker_starting",
         topic=settings.traces_topic,
@@ -85,9 +86,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             return
         if not await wiring.start(consumer, settings, "consumer", stop):
             return
-        if len(topics) > 1:  # before joining: a group dealt such topics splits traces
+        if counts is not None:  # before joining: a group dealt such topics splits traces
+            if not await copartitioned.wait_for(consumer, topics, stop):
+                return
             await copartitioned.check(consumer, topics)
-        subscribe(consumer, topics, rebalance, observers=[health])
+        subscribe(consumer, topics, rebalance,
+                  observers=[health] if counts is None else [health, counts])
         await pipeline.run(stop)
     finally:
         await health.close()
@@ -114,8 +118,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         restore_handler()
         oauth_refusal.close()
         log.info("worker_stopped")
-        if oauth_refusal.error is not None:  # however the run ended: it is why
-            raise oauth_refusal.error  # one line on stderr, exit code 2
+        for refusal in (oauth_refusal.error, counts.error if counts is not None else None):
+            if refusal is not None:  # however the run ended: it is why
+                raise refusal  # one line on stderr, exit code 2
 
 
 async def _stop_consumer(consumer: AIOKafkaConsumer) -> None:

@@ -30,7 +30,7 @@ from consumer.errors import ConfigError
 from consumer.kafka import compat as aiokafka_compat
 from consumer.kafka.auth.msk_iam import MskIamTokenProvider
 from consumer.kafka.auth.oauth import CachedTokenProvider, ClientCredentialsTokenProvider
-from consumer.kafka.copartitioned import CoPartitionedAssignor
+from consumer.kafka.copartitioned import METADATA_MAX_AGE_MS, CoPartitionedAssignor
 from consumer.kafka.errors import Refuse, Retry, map_kafka_error
 from consumer.settings import Settings
 
@@ -205,7 +205,8 @@ def new_consumer(settings: Settings, client_id: str, group_id: str | None,
     # turning OTLP_LOGS_TOPIC on) the group takes aiokafka's default, which the old members
     # offer, rather than refusing the new ones (``copartitioned.py``).
     strategies = (CoPartitionedAssignor, RoundRobinPartitionAssignor)
-    strategy = {"partition_assignment_strategy": strategies} if copartitioned else {}
+    strategy = {"partition_assignment_strategy": strategies,
+                "metadata_max_age_ms": METADATA_MAX_AGE_MS} if copartitioned else {}
     return AIOKafkaConsumer(
         **strategy,
         group_id=group_id,

@@ -16,14 +16,22 @@ their pair (``SpanPath.unpaired``); the traces on those are judged without their
 until the last old member leaves and the next rebalance deals by number.
 
 Different partition counts break the keying itself (one trace id, two numbers): ``check``
-refuses them at start, in one line.
+refuses them at start, in one line, and ``CountWatch`` stops a running worker the same way
+when partitions are added to one topic later (the consumer's metadata, refreshed every
+``METADATA_MAX_AGE_MS``, shows it, and the group rebalances). A topic not created yet is
+waited for (``wait_for``), never subscribed to: subscribing would auto-create it with the
+broker's default partition count.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+import structlog
 from aiokafka import AIOKafkaConsumer
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
@@ -34,6 +42,13 @@ from aiokafka.coordinator.protocol import (
 
 from consumer.errors import ConfigError
 from consumer.kafka import compat as aiokafka_compat
+from consumer.kafka.partitions import Partition
+
+log = structlog.get_logger(__name__)
+
+METADATA_MAX_AGE_MS = 60_000  # aiokafka's is 5 min: a count changed is seen within a minute
+WAIT_CHECK_S = 5.0  # a missing topic is looked for this often
+WAIT_LOG_EVERY_S = 60.0
 
 
 class CoPartitionedAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
@@ -76,18 +91,62 @@ class CoPartitionedAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         """Nothing to remember between rebalances."""
 
 
+async def wait_for(consumer: AIOKafkaConsumer, topics: Sequence[str],
+                   stop: asyncio.Event) -> bool:
+    """Return once every topic exists (True), or once ``stop`` is set (False); say which are
+    missing at once, then at most once a minute."""
+    said_at = -WAIT_LOG_EVERY_S
+    while not stop.is_set():
+        existing = await consumer.topics()  # the whole cluster's: naming one could create it
+        missing = [topic for topic in topics if topic not in existing]
+        if not missing:
+            return True
+        if time.monotonic() - said_at >= WAIT_LOG_EVERY_S:
+            said_at = time.monotonic()
+            log.warning("topics_missing", topics=missing,
+                        detail="waiting for them: create each with the same number of "
+                               "partitions as the other (the worker does not subscribe "
+                               "before, which would auto-create them with the broker's default)")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), WAIT_CHECK_S)
+    return False
+
+
 async def check(consumer: AIOKafkaConsumer, topics: Sequence[str]) -> None:
-    """``ConfigError`` (one line) when the topics that exist have different partition
-    counts; a topic not created yet is left to the group to wait for."""
-    existing = await consumer.topics()  # asked first: naming a missing topic could create it
+    """``ConfigError`` (one line) when the topics have different partition counts."""
     for topic in topics:
-        if topic in existing:
-            await aiokafka_compat.load_topic(consumer, topic)
+        await aiokafka_compat.load_topic(consumer, topic)
+    if (problem := _counts_differ(consumer, topics)) is not None:
+        raise ConfigError(problem)
+
+
+def _counts_differ(consumer: AIOKafkaConsumer, topics: Sequence[str]) -> str | None:
     counts = {topic: len(found) for topic in topics
               if (found := consumer.partitions_for_topic(topic))}
-    if len(set(counts.values())) > 1:
-        described = ", ".join(f"{topic} has {count}" for topic, count in counts.items())
-        raise ConfigError(
-            f"the spans and logs topics must have the same number of partitions (both keyed by "
+    if len(set(counts.values())) < 2:
+        return None
+    described = ", ".join(f"{topic} has {count}" for topic, count in counts.items())
+    return ("the spans and logs topics must have the same number of partitions (both keyed by "
             f"trace id, a trace's spans and log records must land on the same number): "
             f"{described}")
+
+
+class CountWatch:
+    """A rebalance observer that stops the worker (``error`` then says why: exit code 2)
+    when the topics' partition counts came to differ while it ran."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, topics: Sequence[str],
+                 stop: asyncio.Event) -> None:
+        self._consumer, self._topics, self._stop = consumer, tuple(topics), stop
+        self.error: ConfigError | None = None
+
+    def partitions_assigned(self, assigned: set[Partition]) -> None:
+        """Compare the counts the consumer's metadata holds now."""
+        problem = _counts_differ(self._consumer, self._topics)
+        if problem is not None and self.error is None:
+            self.error = ConfigError(problem)
+            log.error("partition_counts_differ", detail=problem)
+            self._stop.set()
+
+    def partitions_revoked(self, revoked: set[Partition]) -> None:
+        """Nothing to compare until the new assignment."""

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from consumer.cli import main
 from consumer.localjudge.server import JudgeServer
@@ -268,3 +268,34 @@ async def _produce_at(kafka: str, topic: str, records: list[tuple[bytes, bytes, 
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
 
+
+
+async def test_a_logs_topic_not_created_yet_is_waited_for_never_auto_created(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+) -> None:
+    _, server = fake_judge
+    topics = Topics.fresh("logs-later")
+    logs = f"logs-{topics.traces}"
+    await broker.create_topics(kafka, {topics.traces: 3, topics.verdicts: 1, topics.dlq: 1})
+    async with WorkerPool(tmp_path) as pool, VerdictCollector(kafka, topics.verdicts) as out:
+        worker = await pool.start(_env(kafka, topics, logs, server.url))
+        assert await worker.wait_for_log('"topics_missing"', timeout_s=60), worker.log()
+        await asyncio.sleep(2.0)
+        assert logs not in await _topic_names(kafka), "subscribing would have created it"
+        await broker.create_topics(kafka, {logs: 3})  # as the docs say: the same count
+        chats = _chats(6, "later")
+        await _send(kafka, topics.traces, logs, chats)
+        assert await out.wait_for({c.trace_id for c in chats}, timeout_s=60), worker.log()
+        assert worker.running
+        assert await worker.terminate() == 0
+    assert {v["verdict"] for v in out.verdicts} == {"pass"}
+    assert worker.log().count('"topics_missing"') == 1, "said once, not per look"
+
+
+async def _topic_names(kafka: str) -> set[str]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka)
+    await consumer.start()
+    try:
+        return set(await consumer.topics())
+    finally:
+        await consumer.stop()

@@ -4,15 +4,17 @@ topics round the members in one run, which does not."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 import pytest
+import structlog
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 
 from consumer.kafka.clients import new_consumer
-from consumer.kafka.copartitioned import CoPartitionedAssignor
+from consumer.kafka.copartitioned import CoPartitionedAssignor, CountWatch
 from consumer.settings import Settings
 
 SPANS, LOGS = "otlp_spans", "otlp_logs"
@@ -75,3 +77,30 @@ async def test_the_consumer_prefers_it_and_falls_back_to_what_older_members_offe
             CoPartitionedAssignor, RoundRobinPartitionAssignor)
     finally:
         await consumer.stop()
+
+
+class Metadata:
+    """The consumer's view of the topics' partitions, as a test sets it."""
+
+    def __init__(self, **counts: int) -> None:
+        self.counts = counts
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        count = self.counts.get(topic)
+        return None if count is None else set(range(count))
+
+
+def test_a_count_that_came_to_differ_stops_the_worker_with_one_line() -> None:
+    metadata, stop = Metadata(spans=3, logs=3), asyncio.Event()
+    watch = CountWatch(metadata, ["spans", "logs"], stop)
+    watch.partitions_assigned(set())
+    assert (watch.error, stop.is_set()) == (None, False)
+    metadata.counts["logs"] = 6  # kafka-topics.sh --alter --partitions 6, seen on a rebalance
+    with structlog.testing.capture_logs() as logs:
+        watch.partitions_assigned(set())
+    assert stop.is_set()
+    assert str(watch.error) == (
+        "the spans and logs topics must have the same number of partitions (both keyed by trace "
+        "id, a trace's spans and log records must land on the same number): spans has 3, logs "
+        "has 6")
+    assert [entry["event"] for entry in logs] == ["partition_counts_differ"]
