@@ -103,6 +103,7 @@ class Pipeline:
         self._tracker: OffsetTracker[Hashable] = OffsetTracker()
         self._tasks: dict[Hashable, set[asyncio.Task[None]]] = {}
         self._paused = False
+        self._held: set[Partition] = set()  # a pair's topic read too far ahead of the other
         self._last_commit = 0.0
         # The fetch loop and the rebalance listener both commit; one at a time (a transaction
         # per partition producer cannot overlap another).
@@ -139,7 +140,24 @@ class Pipeline:
 
     async def _fetch_and_commit(self) -> None:
         await self._fetch_once()
+        self._hold_ahead()
         await self.commit(force=False)
+
+    def _hold_ahead(self) -> None:
+        """Pause a pair's topic that is read too far ahead of the other (``SpanPath.ahead``):
+        its traces would wait open for the other's records, up to MAX_OPEN_TRACES."""
+        if self._spans is None or self._config.logs_topic is None:
+            return
+        ahead = self._spans.ahead(self._owned())
+        if ahead == self._held:
+            return
+        if held := ahead - self._held:
+            self._consumer.pause(*held)
+            log.info("partitions_held_ahead", partitions=sorted(str(tp) for tp in held))
+        released = [tp for tp in self._held - ahead if tp in self._consumer.assignment()]
+        self._held = ahead
+        if released and not self._paused:
+            self._consumer.resume(*released)
 
     def _room(self) -> int:
         """How many more records may be fetched (0 or less: pause)."""
@@ -200,7 +218,7 @@ class Pipeline:
                      open_traces=None if self._spans is None else self._spans.open_traces)
         elif self._paused and not holding and room >= self._config.max_in_flight // 2:
             self._paused = False
-            self._consumer.resume(*self._owned())
+            self._consumer.resume(*(tp for tp in self._owned() if tp not in self._held))
             log.info("partitions_resumed", uncommitted=self._tracker.uncommitted)
 
     async def commit(self, *, force: bool) -> None:

@@ -67,6 +67,7 @@ TIMER_MAX_SLEEP_S = 0.2  # bounds the delay of a trace that opened while the tim
 TIMER_MIN_SLEEP_S = 0.005
 MIN_REMEMBERED_IDS = 1_000  # per partition, however many a worker owns
 EARLY_LOG_EVERY_S = 10.0  # traces closed early or at capacity: one warning at most this often
+AHEAD_HOLD_S = 30.0  # a pair's topic read this far ahead of the other is held (or 2 x quiet)
 _SPANS_KEPT = metrics.SPANS.labels("kept")
 _SPANS_DROPPED = metrics.SPANS.labels("dropped")
 _LOGS_KEPT = metrics.LOG_RECORDS.labels("kept")
@@ -126,6 +127,7 @@ class SpanPath:
         # Partitions fetched in this round whose records are not all added yet: aiokafka's
         # position is past them already, so "read to its end" would be said too soon.
         self._fetched: set[Partition] = set()
+        self._holding: set[Partition] = set()  # what ``ahead`` said last
         self._timer: asyncio.Task[None] | None = None
         # A timer tick may close thousands of traces at once (all of MAX_OPEN_TRACES): they
         # wait for the judge as the spans they already are. Their candidates, requests and
@@ -304,6 +306,27 @@ class SpanPath:
                   and self._clock.caught_up(tp)) for tp in lanes.values()]
         behind = [now for now, caught_up in times if not caught_up]
         return min(behind) if behind else max(now for now, _ in times)
+
+    def ahead(self, owned: Collection[Partition]) -> set[Partition]:
+        """The partitions of ``owned`` to hold back: a pair's topic whose time is more than
+        ``AHEAD_HOLD_S`` past the other's while that one still has records to read (an hour
+        of backlog on one topic, or a logs topic of many more records). Each of its traces
+        would wait open for the other's records meanwhile; held, they wait as records. One
+        held is let go once the other is within half that, or read to its end."""
+        held: set[Partition] = set()
+        hold_s = max(AHEAD_HOLD_S, 2 * self.limits.quiet_s)
+        for lanes in self._lanes.values():
+            if len(lanes) < 2 or not all(tp in owned for tp in lanes.values()):
+                continue
+            (first, second) = lanes.values()
+            for tp, other in ((first, second), (second, first)):
+                if self._clock.caught_up(other) and other not in self._fetched:
+                    continue
+                gap = self._clock.now(tp) - self._clock.now(other)
+                if gap > hold_s or (tp in self._holding and gap > hold_s / 2):
+                    held.add(tp)
+        self._holding = held
+        return held
 
     def _done(self, pair: Pair, refs: Sequence[int],
               owned: Mapping[Lane, tuple[Partition, PartitionOffsets]]) -> None:

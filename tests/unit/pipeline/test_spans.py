@@ -158,3 +158,27 @@ def test_a_topic_whose_fetched_records_wait_their_turn_holds_its_pairs_time() ->
 
 def path_offsets(path: SpanPath, tp: TP) -> PartitionOffsets:
     return path._tracker.partition(tp)
+
+
+def test_a_topic_read_far_ahead_of_its_pair_is_held_until_the_other_nears() -> None:
+    """An hour of backlog: the spans are read to 3,600 s while the logs stand at 0 s."""
+    clock = PairClock()
+    evaluator = Evaluator(GatedJudge(), 0.5, Limits())
+    rules = RuleSet.groundedness(evaluator)
+    path = SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, AssemblyLimits(),
+                    OffsetTracker[Hashable](), Tasks(), clock, max_judging=8, logs_topic="logs")
+    spans, logs = TP("spans", 0), TP("logs", 0)
+    owned = {spans, logs}
+    path.assigned(spans)
+    assert path.ahead(owned) == set(), "a pair of one topic holds nothing"
+    path.assigned(logs)
+    clock.times = {spans: 3_600.0, logs: 0.0}
+    assert path.ahead(owned) == {spans}
+    clock.times[logs] = 3_580.0  # within 30 s, but not yet within half of it
+    assert path.ahead(owned) == {spans}, "let go only once the other is within 15 s"
+    clock.times[logs] = 3_590.0
+    assert path.ahead(owned) == set()
+    clock.times = {spans: 7_200.0, logs: 3_600.0}
+    clock.ends = {logs}
+    assert path.ahead(owned) == set(), "the other read to its end: nothing to wait for"
+    assert path.ahead({spans}) == set(), "only pairs owned whole"
