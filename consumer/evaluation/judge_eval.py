@@ -9,6 +9,7 @@ are ``rule_eval.py``'s.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,7 @@ async def evaluate_dataset(
     outcomes = [Judged(row.group, row.ungrounded, "skipped")
                 for row in rows if not row.trace.has_output]
     errors = 0
+    answered_by: Counter[str] = Counter()
     try:
         with Reporter("eval", len(judged)) as progress:
             results = evaluate_in_order(
@@ -137,6 +139,8 @@ async def evaluate_dataset(
                 verdict = evaluation.verdict
                 row, index = judged[index], index + 1
                 progress.advance()
+                if verdict.judge_model is not None:
+                    answered_by[verdict.judge_model] += 1
                 if verdict.verdict == "error" or verdict.score is None:
                     errors += 1
                     outcomes.append(Judged(row.group, row.ungrounded, "error"))
@@ -149,17 +153,25 @@ async def evaluate_dataset(
     finally:
         await evaluator.judge.close()
     report = metrics_report(settings, len(rows), len(rows) - len(judged), errors,
-                            ungrounded, failed, scores)
+                            ungrounded, failed, scores, answering_model(answered_by, settings))
     if benchmark is not None:
-        report["benchmark"] = benchmark_figures(benchmark, settings.judge_model, outcomes)
+        report["benchmark"] = benchmark_figures(benchmark, report["judge_model"], outcomes)
     return report
+
+
+def answering_model(answered_by: Counter[str], settings: Settings) -> str:
+    """The model the report is of: the one named by most verdicts (the model that answered, a
+    snapshot behind an alias, the local judge's own name), else ``JUDGE_MODEL``."""
+    return answered_by.most_common(1)[0][0] if answered_by else settings.judge_model
 
 
 def metrics_report(
     settings: Settings, rows: int, skipped: int, errors: int,
     ungrounded: list[bool], failed: list[bool], scores: list[float],
+    judge_model: str | None = None,
 ) -> dict[str, Any]:
-    """Metrics at the configured threshold, AUC, the best threshold, scores per label."""
+    """Metrics at the configured threshold, AUC, the best threshold, scores per label;
+    ``judge_model`` the model that answered (``JUDGE_MODEL`` unless given)."""
     cells: Confusion = confusion(ungrounded, failed)
     best = best_threshold(ungrounded, scores)
     distribution: dict[str, dict[str, int]] = {"grounded": {}, "ungrounded": {}}
@@ -167,7 +179,8 @@ def metrics_report(
         counts = distribution["ungrounded" if is_ungrounded else "grounded"]
         counts[f"{score:.2f}"] = counts.get(f"{score:.2f}", 0) + 1
     return {
-        "judge_model": settings.judge_model,
+        "judge_model": judge_model or settings.judge_model,
+        "judge_model_asked": settings.judge_model,
         "threshold": settings.threshold,
         "rows": rows,
         "skipped": skipped,

@@ -14,7 +14,7 @@ from consumer.errors import ConfigError
 
 def eval_table(report: dict[str, Any], dataset: str) -> Table:
     """The metrics for people (positive class: ungrounded, predicted by a fail verdict)."""
-    table = Table(title=f"eval of {report['judge_model']} on {dataset}")
+    table = Table(title=f"eval of {_judge_title(report)} on {dataset}")
     table.add_column("")
     table.add_column("value", justify="right")
     table.add_row("rows / judged with a score", f"{report['rows']} / {report['count']}")
@@ -172,6 +172,13 @@ def plot_scores(path: Path, report: dict[str, Any]) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _judge_title(report: dict[str, Any]) -> str:
+    """The model that answered, and the one asked for when that is another name."""
+    asked = report.get("judge_model_asked")
+    model = str(report["judge_model"])
+    return model if asked in (None, model) else f"{model} (JUDGE_MODEL {asked})"
 
 
 def _number(value: float | None) -> str:

@@ -88,10 +88,18 @@ async def evaluate_rules(settings: Settings, rows: Sequence[LabelledTrace]) -> d
         "rules_run": run,
         "rules_without_labels": [name for name in settings.rules if name not in labelled],
         "labels_not_run": sorted(labelled - set(run)),
-        "judge_model": settings.judge_model if judging else None,
+        "judge_model": _answering_model(found, settings) if judging else None,
         "threshold": settings.threshold if judging else None,
         "rules": {name: rule_agreement(name, rows, found) for name in run},
     }
+
+
+def _answering_model(found: Sequence[dict[str, VerdictEvent]], settings: Settings) -> str:
+    """The model named by most groundedness verdicts (the one that answered), else
+    ``JUDGE_MODEL``."""
+    named = Counter(verdicts[GROUNDEDNESS].judge_model for verdicts in found
+                    if GROUNDEDNESS in verdicts and verdicts[GROUNDEDNESS].judge_model)
+    return str(named.most_common(1)[0][0]) if named else settings.judge_model
 
 
 def rule_agreement(

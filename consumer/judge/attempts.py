@@ -91,6 +91,7 @@ class TraceAttempts:
         self._rate_limited_rounds = 0
         self._confirmed = False  # one more try once the judge is seen answering others
         self._own_429s = False  # this trace's 429s came while the judge answered others
+        self._model: str | None = None  # the model the latest response named
 
     async def run(self, request: JudgeRequest) -> JudgeResult:
         """Attempt until an answer or this trace's error; ``JudgeUnavailable`` on an outage."""
@@ -174,6 +175,7 @@ class TraceAttempts:
 
     def _after_response(self, response: ChatCompletion, sent: RequestShape) -> JudgeResult | None:
         """The answer in a response, this trace's error, or None to ask again."""
+        self._model = response.model or self._model
         if response.usage is not None:
             self._tokens[0] += response.usage.prompt_tokens
             self._tokens[1] += response.usage.completion_tokens
@@ -191,10 +193,11 @@ class TraceAttempts:
             if error.kind == "unparseable_answer" and self._parse_failures < 2:
                 return None
             return self._failed(error.kind, error.message)
-        return Answered(answer, self._usage(), self._latency_ms(), self._attempts)
+        return Answered(answer, self._usage(), self._latency_ms(), self._attempts, self._model)
 
     def _failed(self, kind: str, message: str) -> TraceFailed:
-        return TraceFailed(kind, message, self._usage(), self._latency_ms(), self._attempts)
+        return TraceFailed(kind, message, self._usage(), self._latency_ms(), self._attempts,
+                           self._model)
 
     def _usage(self) -> Usage | None:
         if not self._attempts:

@@ -27,6 +27,7 @@ from openai.types.chat import ChatCompletion
 
 from consumer.judge.account import read_account
 from consumer.judge.failures import Action, Failure, classify
+from consumer.judge.models import answering_model
 from consumer.judge.pacing import Pacer
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, PROBE_MESSAGES, estimate_tokens
 from consumer.judge.ratelimit import JudgeLimiter, Spend
@@ -148,7 +149,8 @@ class Endpoint:
     async def preflight(self) -> None:
         """One request at start-up that costs no tokens (``GET /models``), run while Kafka
         connects: it opens the first connection and readies the SDK, so the first trace's
-        call goes out at once, and it says early when the endpoint does not offer the model.
+        call goes out at once, and it says early when the endpoint does not offer the model
+        (``models.py``: listed, or a model that answers any name, as the local judge does).
         Best effort: the worker starts whatever it finds (some proxies have no model list)."""
         started = time.monotonic()
         try:
@@ -158,10 +160,14 @@ class Endpoint:
         except (openai.OpenAIError, ValueError) as exc:
             log.info("judge_preflight_failed", error=classify(exc).kind)
             return
-        listed = {model.id for model in page.data}
-        if self.model in listed:
-            log.info("judge_reachable", model=self.model,
-                     latency_ms=round((time.monotonic() - started) * 1000))
+        listed = [(model.id, model.owned_by) for model in page.data]
+        latency_ms = round((time.monotonic() - started) * 1000)
+        answering = answering_model(self.model, listed)
+        if answering == self.model:
+            log.info("judge_reachable", model=self.model, latency_ms=latency_ms)
+        elif answering is not None:  # the local judge: any name asked, answered as itself
+            log.info("judge_reachable", model=self.model, answers_as=answering,
+                     latency_ms=latency_ms)
         else:
             log.warning("judge_model_not_listed", model=self.model, listed=len(listed))
 

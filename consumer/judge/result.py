@@ -6,8 +6,11 @@ A result is a value, one of two:
     TraceFailed   this trace could not be scored: its error kind and message (an ``error``
                   verdict); data, not an exception
 
-Both carry what the evaluation cost. An outage is neither: ``Judge.judge`` raises
-``JudgeUnavailable`` for it, and the caller holds.
+Both carry what the evaluation cost, and the model that answered as the endpoint named it in
+its response (``model``: a snapshot such as ``gpt-4o-mini-2024-07-18`` for ``gpt-4o-mini``,
+or whatever an OpenAI-compatible server answers as; None when no response named one: the
+verdict then names the model asked for, ``JUDGE_MODEL``). An outage is neither:
+``Judge.judge`` raises ``JudgeUnavailable`` for it, and the caller holds.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Answered:
     usage: Usage | None
     latency_ms: int
     attempts: int
+    model: str | None = None  # the responding model; None: as asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,7 @@ class TraceFailed:
     usage: Usage | None
     latency_ms: int
     attempts: int
+    model: str | None = None  # the model of the last response, if any answered at all
 
 
 JudgeResult: TypeAlias = Answered | TraceFailed
@@ -47,7 +52,7 @@ JudgeResult: TypeAlias = Answered | TraceFailed
 class Judge(Protocol):
     """Scores one prepared request; raises ``JudgeUnavailable`` only during an outage."""
 
-    model: str
+    model: str  # the model asked for (JUDGE_MODEL); results name the one that answered
 
     @property
     def holding(self) -> bool:

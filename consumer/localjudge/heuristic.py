@@ -1,10 +1,12 @@
 """An honest offline groundedness heuristic: lexical support of each answer sentence.
 
-Each answer sentence is a claim. Its content words (lower-cased, stopwords dropped, a light
-suffix-stripping stemmer, number words read as digits) are looked up in every window of two
-consecutive document sentences; the claim's support is the best window's weighted share of
-its words found there (numbers weigh double). A number in the claim that appears nowhere in
-the documents caps the claim's support at ``MISSING_NUMBER_CAP``. The answer's support is the
+Each answer sentence is a claim, once its citation markers are set aside (``[1]``,
+``(source: doc-1)``, footnotes: ``citation_markers.py``; a marker claims nothing). Its
+content words (lower-cased, stopwords dropped, a light suffix-stripping stemmer, number words
+read as digits) are looked up in every window of two consecutive document sentences; the
+claim's support is the best window's weighted share of its words found there (numbers weigh
+double). A number in the claim that appears nowhere in the documents caps the claim's
+support at ``MISSING_NUMBER_CAP``. The answer's support is the
 mean over its claims; sentences without content words (greetings) make no claim. No
 documents leaves every claim unsupported. Support maps to 1-5 through ``CUT_POINTS``.
 
@@ -22,6 +24,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from consumer.localjudge.citation_markers import without_citations
+
+# Named in the local judge's model id (``responder.MODEL``): raised whenever the same answer
+# and documents may score differently, so verdicts of one version are never mixed with another's.
+HEURISTIC_VERSION = 2  # 2: citation markers set aside; 1 read them as words and numbers
 # Support needed for raw scores 2, 3, 4, 5. Only the 3 cut (the pass cut at the demo
 # threshold 0.5) was tuned: it maximises balanced accuracy on the bundled sample over
 # heuristic_accuracy.PASS_CUT_GRID; the others are spaced around it by hand.
@@ -154,7 +161,8 @@ def assess(
         for i in range(len(sentences)):
             windows.append(frozenset(t for s in sentences[i : i + WINDOW_SENTENCES] for t in s))
     vocabulary = frozenset().union(*windows)
-    found = (claim_support(s, windows, vocabulary) for s in split_sentences(answer))
+    claimed = split_sentences(without_citations(answer))
+    found = (claim_support(s, windows, vocabulary) for s in claimed)
     claims = tuple(c for c in found if c is not None)
     if not claims:
         return Assessment(5, 1.0, "The answer makes no factual claim.", (), ())

@@ -4,6 +4,11 @@ For demos without an API key. It reads the ``groundedness@v1`` data block back f
 messages and scores it with ``heuristic.py`` (word overlap, not an LLM; its measured accuracy
 is printed by ``scripts/heuristic-accuracy``). Any ``response_format`` is
 accepted: the answer is always the verdict JSON. The health probe gets ``{"ok": true}``.
+
+Whatever model is asked for (``JUDGE_MODEL``, ``gpt-4o-mini`` unless set), it answers as what
+it is, ``MODEL`` (the heuristic's version in its name), so a verdict never credits a model
+that did not judge. ``GET /models`` lists ``MODEL`` alone, owned by ``ANSWERS_ANY_MODEL``:
+the worker's start-up check reads that as "any name is answered" (``judge/models.py``).
 With ``--requests-per-minute`` or ``--tokens-per-minute`` it answers as an OpenAI account with
 those limits would (``account.py``): 429s and ``x-ratelimit-*`` headers, for a demo of pacing.
 """
@@ -13,16 +18,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from consumer.judge.models import ANSWERS_ANY_MODEL
 from consumer.judge.prompt import CHARS_PER_TOKEN, read_data
 from consumer.localjudge.account import AccountLimits
-from consumer.localjudge.heuristic import assess, document_texts
+from consumer.localjudge.heuristic import HEURISTIC_VERSION, assess, document_texts
 from consumer.localjudge.replies import Reply, Responder, completion, error_reply, is_probe
 from consumer.localjudge.server import JudgeServer
 
 DEFAULT_PORT = 8000
-# It answers whatever model is asked for; it lists its own name and the one the demo and the
-# calibration docs configure, so the worker's start-up check finds the model listed.
-MODELS = ("local-judge", "local-heuristic")
+MODEL = f"groundedness-local-judge-v{HEURISTIC_VERSION}"
 NO_DATA_MESSAGE = (
     "The local judge only answers groundedness@v1 requests: no fenced data block was found "
     "in the user message."
@@ -37,7 +41,7 @@ class LocalJudge:
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages:
             return error_reply(400, "'messages' must be a non-empty array.", param="messages")
-        model = str(request.get("model") or MODELS[0])
+        model = MODEL  # not the name asked for: the verdict names who answered
         prompt_tokens = len(json.dumps(messages, ensure_ascii=False)) // CHARS_PER_TOKEN
         try:
             data = read_data(messages)
@@ -68,7 +72,8 @@ def local_judge_server(
     responder: Responder = LocalJudge()
     if requests_per_minute or tokens_per_minute:
         responder = AccountLimits(responder, requests_per_minute, tokens_per_minute)
-    return JudgeServer(responder, host=host, port=port, models=MODELS)
+    return JudgeServer(responder, host=host, port=port, models=(MODEL,),
+                       owned_by=ANSWERS_ANY_MODEL)
 
 
 def serve(

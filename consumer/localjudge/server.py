@@ -45,12 +45,13 @@ BAD_JSON_MESSAGE = (
 
 
 def judge_app(
-    responder: Responder, models: tuple[str, ...], batches: BatchService | None = None
+    responder: Responder, models: tuple[str, ...], batches: BatchService | None = None,
+    owned_by: str = "local",
 ) -> web.Application:
-    """The chat-completions API over ``responder``, listing ``models``, and the Batch API
-    (``batches``, over the same responder unless given)."""
+    """The chat-completions API over ``responder``, listing ``models`` (each ``owned_by``),
+    and the Batch API (``batches``, over the same responder unless given)."""
     listed = {"object": "list", "data": [
-        {"id": m, "object": "model", "created": 0, "owned_by": "local"} for m in models]}
+        {"id": m, "object": "model", "created": 0, "owned_by": owned_by} for m in models]}
     service = batches or BatchService(responder)
 
     async def chat(request: web.Request) -> web.StreamResponse:
@@ -219,10 +220,11 @@ class JudgeServer:
         port: int = 0,
         models: tuple[str, ...] = ("local-judge",),
         verbose: bool = False,
+        owned_by: str = "local",
     ) -> None:
         self.host = host
         self.batches = BatchService(responder)  # its knobs: seconds_per_state, fates, limits
-        self._app = judge_app(responder, models, self.batches)
+        self._app = judge_app(responder, models, self.batches, owned_by)
         self._verbose = verbose
         self._socket = socket.create_server((host, port), backlog=BACKLOG)
         self._port = int(self._socket.getsockname()[1])

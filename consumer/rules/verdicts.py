@@ -9,6 +9,13 @@ too large to publish): a text over its bound is cut, ending in "…", and claims
 are dropped. Redaction comes first: a cut inside a secret would leave a head of it that no
 longer ends the text.
 
+``judge_model`` names the model that answered, as the response named it (``gpt-4o-mini``
+answers as ``gpt-4o-mini-2024-07-18``; the local judge as itself), else the one asked for
+(``JUDGE_MODEL``: an error before any response). The endpoint writes it, so it is redacted and
+bounded as the judge's text is. It is in no id: the verdict id is the rule's, its version's
+and the trace's, so a model that answers under a new name (a new snapshot behind the same
+alias) overwrites the trace's verdict rather than adding one.
+
 A trace assembled from spans carries its ``TraceOrigin`` (the answer's span, project, session,
 how it assembled); a ``trace_json`` event has none and its verdict has none of those fields.
 Its ids are the application's attributes, so they are redacted and bounded the same way.
@@ -47,6 +54,7 @@ MAX_VERDICT_REASON_CHARS = 2_000
 MAX_CLAIMS = 50
 MAX_CLAIM_CHARS = 1_000
 MAX_ERROR_MESSAGE_CHARS = 1_000
+MAX_JUDGE_MODEL_CHARS = 256  # model ids are short; an endpoint's name must not swell a verdict
 # Project and session come from span attributes, which any application writes: bounded as
 # the trace id is (schemas.trace.MAX_TRACE_ID_CHARS), so they cannot swell a verdict.
 MAX_ORIGIN_ID_CHARS = 1_024
@@ -56,7 +64,8 @@ def verdict_id(trace_id: str, prompt_version: str = PROMPT_VERSION, rule: str = 
     """The verdict's id and Kafka key: a UUIDv5 of the rule, its version and the trace id.
 
     Groundedness verdicts keep the ids they had before other rules existed (a verdict on a
-    compacted topic keeps its key); each rule's differ from every other's for one trace.
+    compacted topic keeps its key); each rule's differ from every other's for one trace. The
+    judge model is not in it: the asked one or the one that answered, the key stays.
     """
     return str(uuid.uuid5(VERDICT_NAMESPACE, f"{rule}\x1f{prompt_version}\x1f{trace_id}"))
 
@@ -65,7 +74,7 @@ def verdict_id(trace_id: str, prompt_version: str = PROMPT_VERSION, rule: str = 
 class Context:
     """What every verdict of one evaluation shares."""
 
-    judge_model: str | None  # None: a rule without a model
+    judge_model: str | None  # asked for (JUDGE_MODEL); None: a rule without a model
     threshold: float | None
     truncation: Truncation
     source: Source | None
@@ -118,7 +127,7 @@ def judged(trace: TraceEvent, answered: Answered, ctx: Context) -> VerdictEvent:
         trace_id=trace.trace_id,
         rule=ctx.rule,
         prompt_version=ctx.prompt_version,
-        judge_model=ctx.judge_model,
+        judge_model=_judge_model(answered.model, ctx),
         verdict="pass" if score >= ctx.threshold else "fail",
         score=score,
         raw_score=answer.score,
@@ -144,7 +153,7 @@ def errored(trace: TraceEvent, failed: TraceFailed, ctx: Context) -> VerdictEven
         trace_id=trace.trace_id,
         rule=ctx.rule,
         prompt_version=ctx.prompt_version,
-        judge_model=ctx.judge_model,
+        judge_model=_judge_model(failed.model, ctx),
         verdict="error",
         score=None,
         raw_score=None,
@@ -191,6 +200,13 @@ def checked(trace: TraceEvent, passed: bool, reason: str, ctx: Context) -> Verdi
         source=ctx.source,
         **origin_fields(ctx.origin, ctx.secrets, trace),
     )
+
+
+def _judge_model(answered_as: str | None, ctx: Context) -> str | None:
+    """The model that answered, as its response named it; else the one asked for."""
+    if answered_as and answered_as.strip():
+        return cut(redact(answered_as.strip(), ctx.secrets), MAX_JUDGE_MODEL_CHARS)
+    return ctx.judge_model
 
 
 def _cost_fields(usage: Usage | None, ctx: Context) -> dict[str, Any]:

@@ -252,7 +252,8 @@ def test_the_default_format_reports_what_it_always_did(
     code = main(["eval", "--dataset", str(path), "--json", str(tmp_path / "r.json")])
     assert code == 0
     assert sorted(json.loads((tmp_path / "r.json").read_text())) == sorted([
-        "judge_model", "threshold", "rows", "skipped", "errors", "count", "positive_class",
+        "judge_model", "judge_model_asked", "threshold", "rows", "skipped", "errors", "count",
+        "positive_class",
         "balanced_accuracy", "precision", "recall", "f1", "specificity", "confusion",
         "roc_auc", "best_threshold", "best_threshold_balanced_accuracy", "scores", "dataset"])
 

@@ -19,6 +19,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
 from consumer.judge.client import build_judge
+from consumer.judge.models import ANSWERS_ANY_MODEL
 from consumer.judge.prompt import (
     ANSWER_JSON_SCHEMA,
     PROBE_MESSAGES,
@@ -26,8 +27,9 @@ from consumer.judge.prompt import (
     build_request,
     parse_answer,
 )
-from consumer.localjudge.responder import LocalJudge, local_judge_server
+from consumer.localjudge.responder import MODEL, LocalJudge, local_judge_server
 from consumer.localjudge.server import JudgeServer
+from consumer.rules.groundedness.evaluator import Evaluator
 from schemas.trace import TraceEvent
 from tests.support.ports import free_port
 
@@ -66,11 +68,11 @@ async def create(
     response_format: dict[str, Any] | None = None,
 ) -> str | None:
     completion = await client.chat.completions.create(
-        model="local-judge",
+        model="gpt-4o-mini",
         messages=messages,
         response_format=cast(ResponseFormat, response_format) if response_format else openai.omit,
     )
-    assert completion.model == "local-judge"
+    assert completion.model == MODEL  # what it is, not the name asked for
     assert completion.usage is not None
     assert completion.usage.prompt_tokens > 0
     return completion.choices[0].message.content
@@ -152,10 +154,11 @@ def test_serve_prints_its_url_and_stops_on_sigterm() -> None:
 
 
 @pytest.mark.usefixtures("default_structlog")
-@pytest.mark.parametrize("model", ["local-judge", "local-heuristic"])
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "local-heuristic", MODEL])
 async def test_the_worker_finds_the_model_it_asks_the_local_judge_for(model: str) -> None:
-    """``make demo`` and the calibration docs ask for ``local-heuristic``: the worker's start-up
-    check must not warn that the project's own judge does not list it."""
+    """The default ``JUDGE_MODEL`` (``gpt-4o-mini``), the demo's ``local-heuristic`` or the
+    local judge's own name: the worker's start-up check must not warn that the project's own
+    judge does not list it, and says what answers instead."""
     with local_judge_server(port=0) as server:
         judge = build_judge("local-judge", server.url, model, timeout_s=5.0, max_concurrency=1,
                             requests_per_minute=None, tokens_per_minute=None)
@@ -165,3 +168,29 @@ async def test_the_worker_finds_the_model_it_asks_the_local_judge_for(model: str
         finally:
             await judge.close()
     assert [entry["event"] for entry in logs] == ["judge_reachable"]
+    assert logs[0]["model"] == model
+    assert logs[0].get("answers_as", model) == MODEL
+
+
+async def test_lists_itself_alone() -> None:
+    with local_judge_server(port=0) as server:
+        async with openai.AsyncOpenAI(base_url=server.url, api_key="unused",
+                                      max_retries=0) as client:
+            page = await client.models.list()
+    assert [(m.id, m.owned_by) for m in page.data] == [(MODEL, ANSWERS_ANY_MODEL)]
+
+
+async def test_a_verdict_by_the_local_judge_names_it_whatever_model_was_asked_for() -> None:
+    """With the default ``JUDGE_MODEL`` the verdict says the local judge, not ``gpt-4o-mini``."""
+    trace = TraceEvent.model_validate({"trace_id": "t-1", "output": DOCUMENTS[0],
+                                       "retrieved_documents": DOCUMENTS})
+    with local_judge_server(port=0) as server:
+        judge = build_judge("local-judge", server.url, "gpt-4o-mini", timeout_s=5.0,
+                            max_concurrency=1, requests_per_minute=None, tokens_per_minute=None)
+        try:
+            evaluation = await Evaluator(judge, 0.5, Limits()).evaluate(trace)
+        finally:
+            await judge.close()
+    assert evaluation.verdict.verdict == "pass"
+    assert evaluation.verdict.judge_model == MODEL
+    assert MODEL.startswith("groundedness-local-judge-v")

@@ -16,6 +16,7 @@ from consumer.rules.verdicts import (
     MAX_CLAIM_CHARS,
     MAX_CLAIMS,
     MAX_ERROR_MESSAGE_CHARS,
+    MAX_JUDGE_MODEL_CHARS,
     MAX_ORIGIN_ID_CHARS,
     MAX_VERDICT_REASON_CHARS,
     Context,
@@ -328,3 +329,25 @@ def test_the_largest_possible_verdict_fits_a_kafka_record() -> None:
         assert size < 512 * 1024, verdict.verdict
         assert verdict.project_id is not None
         assert len(verdict.project_id) == MAX_ORIGIN_ID_CHARS
+
+
+@pytest.mark.parametrize(
+    ("answered_as", "named"),
+    [
+        pytest.param("judge-model-2024-07-18", "judge-model-2024-07-18", id="as-answered"),
+        pytest.param(None, "judge-model", id="none-named-the-asked"),
+        pytest.param("  ", "judge-model", id="blank-the-asked"),
+        pytest.param("x" * 1_000, "x" * (MAX_JUDGE_MODEL_CHARS - 1) + "…", id="bounded"),
+        pytest.param("proxy/sk-live-0123456789abcdef", "proxy/[REDACTED]", id="redacted"),
+    ],
+)
+def test_judge_model_is_the_answering_model_bounded_and_redacted(
+    answered_as: str | None, named: str
+) -> None:
+    context = Context("judge-model", 0.5, Truncation(), SOURCE,
+                      secrets=known_secrets(["sk-live-0123456789abcdef"]))
+    answer = JudgeAnswer(score=4, reason="ok")
+    verdicts = [judged(TRACE, Answered(answer, None, 7, 1, answered_as), context),
+                errored(TRACE, TraceFailed("x", "y", None, 1, 1, answered_as), context)]
+    assert [v.judge_model for v in verdicts] == [named, named]
+    assert {v.verdict_id for v in verdicts} == {verdict_id(TRACE.trace_id)}
