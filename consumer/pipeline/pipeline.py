@@ -182,8 +182,7 @@ class Pipeline:
             timeout_ms=self._config.fetch_timeout_ms, max_records=max(room, 1)
         )
         self.last_fetch_at = time.monotonic()
-        if self._spans is not None:
-            self._spans.fetched([tp for tp in batches if self._tracker.current(tp) is not None])
+        spans: dict[Partition, tuple[PartitionOffsets, list[Record]]] = {}
         for tp, records in batches.items():
             offsets = self._tracker.current(tp)
             if offsets is None:
@@ -196,7 +195,7 @@ class Pipeline:
                 self._consumer.pause(tp)
                 continue
             if self._spans is not None:
-                self._spans.accept(tp, offsets, records)
+                spans[tp] = (offsets, records)
                 continue
             tasks = self._tasks.setdefault(tp, set())
             for record in records:
@@ -205,6 +204,13 @@ class Pipeline:
                 task = asyncio.create_task(self._handle(tp, offsets, record))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
+        if self._spans is not None and spans:
+            # A pair's topic read too far ahead of the other's records is put back, and held
+            # until the other nears (``SpanPath.accept_batch``, ``_hold_ahead``).
+            for tp, offset in self._spans.accept_batch(spans).items():
+                self._consumer.seek(tp, offset)
+                self._consumer.pause(tp)
+                self._held.add(tp)
         metrics.IN_FLIGHT.set(self._tracker.uncommitted)
 
     def _apply_backpressure(self, room: int) -> None:

@@ -37,9 +37,10 @@ are spread over partitions noticed (``split_traces.py``).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import math
 import time
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 from weakref import WeakKeyDictionary
@@ -249,44 +250,91 @@ class SpanPath:
 
     def accept(self, tp: Partition, offsets: PartitionOffsets, records: Sequence[Record]) -> None:
         """Track, decode and assemble fetched records; dead-letter the undecodable ones."""
-        pair, lane = tp.partition, self.lane(tp)
-        if pair not in self._assemblies or lane not in self._lanes.get(pair, {}):
-            self.assigned(tp)  # not handed over (or revoking): the caller checked
-        assembly = self._assemblies[pair]
-        if (inherited := offsets.inherited) is not None:
-            assembly.inherit(inherited.closed)
-        decode = self._decoders[lane]
-        try:
-            self._add_all(tp, pair, lane, offsets, assembly, decode, records)
-        finally:
-            self._fetched.discard(tp)
-        self._report(assembly)
+        self.accept_batch({tp: (offsets, records)})
 
-    def _add_all(self, tp: Partition, pair: Pair, lane: Lane, offsets: PartitionOffsets,
-                 assembly: TraceAssembly, decode: Callable[[bytes], DecodedRecord],
-                 records: Sequence[Record]) -> None:
-        for record in records:
-            if not metrics.taken(offsets.take(record.offset)):
-                continue  # its previous owner finished it (the commit's progress)
-            arrival = self._clock.arrival(tp, record.offset, record.timestamp)
-            self._start_judging(pair, assembly, assembly.due(self.now(pair, tp, arrival)))
-            try:
-                decoded = decode(record.value or b"")
-                self._notice(tp, record, decoded)
-                fresh = self._not_open(assembly, decoded)
-                done = assembly.add(record_ref(record.offset, lane), decoded, arrival)
-                self._check_split(tp, assembly, fresh)
-            except DecodeError as exc:
-                self._reject(tp, offsets, record, exc.reason, undecodable=True)
+    def accept_batch(
+        self, batch: Mapping[Partition, tuple[PartitionOffsets, Sequence[Record]]],
+    ) -> dict[Partition, int]:
+        """``accept`` one fetch's records of every partition. A pair's two topics are added
+        together in time order, and the records of one past the other's records by more than
+        ``ahead``'s hold are not added: returned, per partition, is the offset to put its
+        reading back to (the caller seeks there, and holds it)."""
+        self.fetched(batch)
+        put_back: dict[Partition, int] = {}
+        try:
+            by_pair: dict[Pair, list[Partition]] = {}
+            for tp in batch:
+                by_pair.setdefault(tp.partition, []).append(tp)
+            for pair, partitions in by_pair.items():
+                for tp in partitions:
+                    if pair not in self._assemblies or self.lane(tp) not in self._lanes.get(
+                            pair, {}):
+                        self.assigned(tp)  # not handed over (or revoking): the caller checked
+                    if (inherited := batch[tp][0].inherited) is not None:
+                        self._assemblies[pair].inherit(inherited.closed)
+                put_back |= self._add_pair(pair, {tp: batch[tp] for tp in partitions})
+                self._report(self._assemblies[pair])
+        finally:
+            self._fetched.difference_update(batch)
+        return put_back
+
+    def _add_pair(self, pair: Pair,
+                  batch: Mapping[Partition, tuple[PartitionOffsets, Sequence[Record]]],
+                  ) -> dict[Partition, int]:
+        """Add one pair's records, merged by timestamp (each topic's in offset order)."""
+        assembly, lanes = self._assemblies[pair], list(self._lanes[pair].values())
+        if len(lanes) == 1:
+            [(tp, (offsets, records))] = batch.items()
+            for record in records:
+                self._add_one(tp, pair, offsets, assembly, record)
+            return {}
+        left = {tp: len(batch[tp][1]) if tp in batch else 0 for tp in lanes}
+        stopped: dict[Partition, int] = {}
+        hold_s = self._hold_s
+        merged = heapq.merge(*([(record.timestamp, tp, record) for record in records]
+                               for tp, (_, records) in batch.items()), key=lambda e: e[0])
+        for timestamp, tp, record in merged:
+            if tp in stopped:
                 continue
-            except Exception as exc:  # a bug must not stall the partition: park the record
-                log.exception("record_failed", partition=record.partition, offset=record.offset)
-                self._reject(tp, offsets, record, internal_error(exc), undecodable=False)
+            left[tp] -= 1
+            other = lanes[1] if lanes[0] == tp else lanes[0]
+            if (not left[other] and not self._clock.caught_up(other)
+                    and timestamp / 1000 - self._clock.now(other) > hold_s):
+                stopped[tp] = record.offset  # the other's records are not read this far yet
+                self._holding.add(tp)
                 continue
-            for ref in done:
-                offsets.done(offset_of(ref))
-            if self._over_limit:
-                self._close_to_limit()
+            self._add_one(tp, pair, batch[tp][0], assembly, record)
+        return stopped
+
+    def _add_one(self, tp: Partition, pair: Pair, offsets: PartitionOffsets,
+                 assembly: TraceAssembly, record: Record) -> None:
+        if not metrics.taken(offsets.take(record.offset)):
+            return  # its previous owner finished it (the commit's progress)
+        lane = self.lane(tp)
+        arrival = self._clock.arrival(tp, record.offset, record.timestamp)
+        self._start_judging(pair, assembly, assembly.due(self.now(pair, tp, arrival)))
+        try:
+            decoded = self._decoders[lane](record.value or b"")
+            self._notice(tp, record, decoded)
+            fresh = self._not_open(assembly, decoded)
+            done = assembly.add(record_ref(record.offset, lane), decoded, arrival)
+            self._check_split(tp, assembly, fresh)
+        except DecodeError as exc:
+            self._reject(tp, offsets, record, exc.reason, undecodable=True)
+            return
+        except Exception as exc:  # a bug must not stall the partition: park the record
+            log.exception("record_failed", partition=record.partition, offset=record.offset)
+            self._reject(tp, offsets, record, internal_error(exc), undecodable=False)
+            return
+        for ref in done:
+            offsets.done(offset_of(ref))
+        if self._over_limit:
+            self._close_to_limit()
+
+    @property
+    def _hold_s(self) -> float:
+        """How far one topic of a pair may be read past the other (``ahead``)."""
+        return max(AHEAD_HOLD_S, 2 * self.limits.quiet_s)
 
     def now(self, pair: Pair, arriving: Partition | None = None, arrival: float = 0.0) -> float:
         """The pair's present (with ``arriving``'s time the ``arrival`` of its record just
@@ -314,7 +362,7 @@ class SpanPath:
         would wait open for the other's records meanwhile; held, they wait as records. One
         held is let go once the other is within half that, or read to its end."""
         held: set[Partition] = set()
-        hold_s = max(AHEAD_HOLD_S, 2 * self.limits.quiet_s)
+        hold_s = self._hold_s
         for lanes in self._lanes.values():
             if len(lanes) < 2 or not all(tp in owned for tp in lanes.values()):
                 continue

@@ -82,3 +82,75 @@ async def test_a_backlog_fetched_at_once_keeps_every_traces_log_records() -> Non
     judged = {v.trace_id: v.verdict for v in sink.verdicts}
     assert {chat.trace_id: judged.get(chat.trace_id) for chat in backlog} == {
         chat.trace_id: "pass" for chat in backlog}, "every answer read from its log records"
+
+
+class Backlog(OneFetch):
+    """An hour of backlog, the logs topic heavier: each fetch brings every spans record but
+    only ``logs_per_fetch`` log records; put back records are handed out again."""
+
+    def __init__(self, logs_per_fetch: int) -> None:
+        super().__init__()
+        self.logs_per_fetch = logs_per_fetch
+        self.position = {SPANS: 0, LOGS: 0}
+        self.paused: set[TP] = set()
+        self.all: dict[TP, list[Rec]] = {SPANS: [], LOGS: []}
+
+    def feed(self, tp: TP, value: bytes, key: bytes, timestamp_ms: int) -> None:
+        records = self.all[tp]
+        records.append(Rec(tp.topic, tp.partition, len(records), timestamp_ms, key, value, []))
+
+    async def getmany(self, *partitions: Any, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[Any, list[Any]]:
+        batch = {}
+        for tp, limit in ((SPANS, None), (LOGS, self.logs_per_fetch)):
+            if tp in self.paused:
+                continue
+            start = self.position[tp]
+            records = self.all[tp][start:start + limit if limit else None]
+            if records:
+                batch[tp] = records
+                self.position[tp] = start + len(records)
+        if not batch:
+            await asyncio.sleep(timeout_ms / 1000)
+        return batch
+
+    def pause(self, *partitions: Any) -> None:
+        self.paused |= set(partitions)
+
+    def resume(self, *partitions: Any) -> None:
+        self.paused -= set(partitions)
+
+    def seek(self, partition: Any, offset: int) -> None:
+        self.position[partition] = offset
+
+
+async def test_a_topic_read_ahead_of_its_pair_is_put_back_not_held_open_to_capacity() -> None:
+    consumer, judge, sink = Backlog(logs_per_fetch=6), GatedJudge(), ListSink()
+    judge.open(ANSWER)
+    chats = LoggedChats()
+    backlog = [chats.chat(f"Q{n}?", ANSWER) for n in range(60)]
+    base_ms = int(time.time() * 1000) - 3_600_000
+    for n, chat in enumerate(backlog):  # a trace a minute; its log records 0.5 s after
+        consumer.feed(SPANS, chat.spans_value(), chat.key, base_ms + 60_000 * n)
+        consumer.feed(LOGS, chat.logs_value(), chat.key, base_ms + 60_000 * n + 500)
+    config = PipelineConfig(
+        max_in_flight=64, commit_interval_s=0, fetch_timeout_ms=5, input_format=OTLP_PROTO,
+        logs_topic=LOGS.topic,
+        assembly=AssemblyLimits(quiet_s=2.0, max_wait_s=30.0, max_open_traces=10))
+
+    def read_to_end(tp: Any) -> bool:
+        return tp not in consumer.paused and consumer.position[tp] >= len(consumer.all[tp])
+
+    pipeline = Pipeline(consumer, sink, RuleSet.groundedness(Evaluator(judge, 0.5, Limits())),
+                        Commits(), config, read_to_end=read_to_end)
+    await pipeline.on_partitions_assigned({SPANS, LOGS})
+    stop = asyncio.Event()
+    task = asyncio.create_task(pipeline.run(stop))
+    try:
+        await until(lambda: len(sink.verdicts) >= len(backlog) - 1, timeout_s=20)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+    judged = {v.trace_id: v.verdict for v in sink.verdicts}
+    assert [judged.get(chat.trace_id) for chat in backlog[:-1]] == ["pass"] * 59, (
+        "none closed at MAX_OPEN_TRACES=10 before its log records came")
