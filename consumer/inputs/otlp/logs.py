@@ -39,6 +39,10 @@ EVENT_NAME = "event.name"  # the attribute SDKs wrote before LogRecord had ``eve
 EVENT_CONTENT = "gen_ai.event.content"  # where a span event of these conventions keeps its body
 _ZERO_TRACE_ID = bytes(TRACE_ID_BYTES)
 NO_TRACE_ID = "a GenAI log record without a valid trace id"
+# GenAI records read per Kafka record: a collector batch holds hundreds; a hostile record of
+# 100,000 would hold the event loop for seconds (about 50 us each). The rest are counted.
+MAX_GENAI_RECORDS = 10_000
+TOO_MANY = f"more than {MAX_GENAI_RECORDS:,} GenAI log records in one record: the rest left out"
 
 
 def decode_otlp_logs(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
@@ -50,6 +54,10 @@ def decode_otlp_logs(value: bytes, encoding: OtlpEncoding) -> DecodedRecord:
         name = record.event_name or _event_name_attribute(record)
         if not name.startswith(GENAI_EVENT_PREFIX):
             decoded.logs_dropped += 1
+            continue
+        if len(decoded.logs) >= MAX_GENAI_RECORDS:
+            decoded.logs_dropped += 1
+            decoded.problem = decoded.problem or TOO_MANY
             continue
         trace_id, span_id = record.trace_id, record.span_id
         if len(trace_id) != TRACE_ID_BYTES or trace_id == _ZERO_TRACE_ID:
@@ -97,8 +105,11 @@ def _json_records(value: bytes, decoded: DecodedRecord) -> list[LogRecord]:
     for resource in resources:
         for scope in _list(resource, "scopeLogs", "scope_logs") or ():
             for node in _list(scope, "logRecords", "log_records") or ():
-                if not isinstance(node, dict) or not _json_is_genai(node):
+                if (not isinstance(node, dict) or not _json_is_genai(node)
+                        or len(found) >= MAX_GENAI_RECORDS):
                     decoded.logs_dropped += 1
+                    if len(found) >= MAX_GENAI_RECORDS:
+                        decoded.problem = decoded.problem or TOO_MANY
                     continue
                 record = _parse_json_record(node, decoded)
                 if record is not None:

@@ -106,3 +106,15 @@ def test_a_logs_data_with_an_empty_resource_decodes_to_nothing() -> None:
     assert logs_proto([]) == b"", "the SDK encodes an empty batch as no bytes: refused above"
     decoded = decode_otlp_logs(b"\n\x00", "otlp_proto")  # resource_logs: [{}]
     assert (decoded.logs, decoded.logs_dropped) == ([], 0)
+
+
+def test_past_the_bound_of_genai_records_per_record_the_rest_are_counted_not_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("consumer.inputs.otlp.logs.MAX_GENAI_RECORDS", 2)
+    chat = LoggedChats().chat("Who wrote Dune?", "Frank Herbert.")
+    for encoding in ENCODINGS:
+        decoded = decode_otlp_logs(_value(chat.logs_value(), encoding), encoding)
+        assert (len(decoded.logs), decoded.logs_dropped) == (2, 1), encoding
+        assert decoded.problem is not None
+        assert "GenAI log records in one record" in decoded.problem
