@@ -290,6 +290,7 @@ class SpanPath:
             return {}
         left = {tp: len(batch[tp][1]) if tp in batch else 0 for tp in lanes}
         stopped: dict[Partition, int] = {}
+        first: dict[Partition, float] = {}  # each one's first record of the fetch (seconds)
         hold_s = self._hold_s
         merged = heapq.merge(*([(record.timestamp, tp, record) for record in records]
                                for tp, (_, records) in batch.items()), key=lambda e: e[0])
@@ -298,8 +299,17 @@ class SpanPath:
                 continue
             left[tp] -= 1
             other = lanes[1] if lanes[0] == tp else lanes[0]
-            if (not left[other] and not self._clock.caught_up(other)
-                    and timestamp / 1000 - self._clock.now(other) > hold_s):
+            # Past the other's time, or (it has none yet: its first records not fetched) past
+            # this one's first record of the fetch, which is always added: putting back both
+            # in turn from nothing would read nothing, ever.
+            # Only the one ahead in time is put back: the one behind always reads on, so two
+            # topics whose next records are both far past the other's time (traffic a minute
+            # apart) never wait for each other.
+            since = self._clock.now(other)
+            ahead = self._clock.now(tp) >= since
+            since = since if since > -math.inf else first.setdefault(tp, timestamp / 1000)
+            if (ahead and not left[other] and not self._clock.caught_up(other)
+                    and timestamp / 1000 - since > hold_s):
                 stopped[tp] = record.offset  # the other's records are not read this far yet
                 self._holding.add(tp)
                 continue

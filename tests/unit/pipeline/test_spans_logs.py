@@ -154,3 +154,54 @@ async def test_a_topic_read_ahead_of_its_pair_is_put_back_not_held_open_to_capac
     judged = {v.trace_id: v.verdict for v in sink.verdicts}
     assert [judged.get(chat.trace_id) for chat in backlog[:-1]] == ["pass"] * 59, (
         "none closed at MAX_OPEN_TRACES=10 before its log records came")
+
+
+class OneTopicAFetch(Backlog):
+    """Each fetch brings one topic's records only, the two in turn (aiokafka hands out what
+    each partition's fetch has brought so far)."""
+
+    def __init__(self) -> None:
+        super().__init__(logs_per_fetch=1_000)
+        self.turn = 0
+
+    async def getmany(self, *partitions: Any, timeout_ms: int = 0,
+                      max_records: int | None = None) -> dict[Any, list[Any]]:
+        self.turn += 1
+        tp = (SPANS, LOGS)[self.turn % 2]
+        start = self.position[tp]
+        records = [] if tp in self.paused else self.all[tp][start:]
+        if not records:
+            await asyncio.sleep(timeout_ms / 1000)
+            return {}
+        self.position[tp] = start + len(records)
+        return {tp: records}
+
+
+async def test_a_pair_fetched_one_topic_at_a_time_from_no_time_still_reads_on() -> None:
+    """A new owner knows neither topic's time: putting back each in turn would read nothing."""
+    consumer, judge, sink = OneTopicAFetch(), GatedJudge(), ListSink()
+    judge.open(ANSWER)
+    chats = LoggedChats()
+    backlog = [chats.chat(f"Q{n}?", ANSWER) for n in range(8)]
+    base_ms = int(time.time() * 1000) - 600_000
+    for n, chat in enumerate(backlog):
+        consumer.feed(SPANS, chat.spans_value(), chat.key, base_ms + 60_000 * n)
+        consumer.feed(LOGS, chat.logs_value(), chat.key, base_ms + 60_000 * n + 500)
+    config = PipelineConfig(
+        max_in_flight=64, commit_interval_s=0, fetch_timeout_ms=5, input_format=OTLP_PROTO,
+        logs_topic=LOGS.topic, assembly=AssemblyLimits(quiet_s=2.0, max_wait_s=30.0))
+
+    def read_to_end(tp: Any) -> bool:
+        return tp not in consumer.paused and consumer.position[tp] >= len(consumer.all[tp])
+
+    pipeline = Pipeline(consumer, sink, RuleSet.groundedness(Evaluator(judge, 0.5, Limits())),
+                        Commits(), config, read_to_end=read_to_end)
+    await pipeline.on_partitions_assigned({SPANS, LOGS})
+    stop = asyncio.Event()
+    task = asyncio.create_task(pipeline.run(stop))
+    try:
+        await until(lambda: len(sink.verdicts) >= len(backlog) - 1, timeout_s=20)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+    assert {v.verdict for v in sink.verdicts} == {"pass"}
