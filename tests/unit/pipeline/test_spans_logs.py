@@ -138,8 +138,9 @@ async def test_a_topic_read_ahead_of_its_pair_is_put_back_not_held_open_to_capac
         logs_topic=LOGS.topic,
         assembly=AssemblyLimits(quiet_s=2.0, max_wait_s=30.0, max_open_traces=10))
 
-    def read_to_end(tp: Any) -> bool:
-        return tp not in consumer.paused and consumer.position[tp] >= len(consumer.all[tp])
+    def read_to_end(partition: Any) -> bool:
+        return (partition not in consumer.paused
+                and consumer.position[partition] >= len(consumer.all[partition]))
 
     pipeline = Pipeline(consumer, sink, RuleSet.groundedness(Evaluator(judge, 0.5, Limits())),
                         Commits(), config, read_to_end=read_to_end)
@@ -191,8 +192,9 @@ async def test_a_pair_fetched_one_topic_at_a_time_from_no_time_still_reads_on() 
         max_in_flight=64, commit_interval_s=0, fetch_timeout_ms=5, input_format=OTLP_PROTO,
         logs_topic=LOGS.topic, assembly=AssemblyLimits(quiet_s=2.0, max_wait_s=30.0))
 
-    def read_to_end(tp: Any) -> bool:
-        return tp not in consumer.paused and consumer.position[tp] >= len(consumer.all[tp])
+    def read_to_end(partition: Any) -> bool:
+        return (partition not in consumer.paused
+                and consumer.position[partition] >= len(consumer.all[partition]))
 
     pipeline = Pipeline(consumer, sink, RuleSet.groundedness(Evaluator(judge, 0.5, Limits())),
                         Commits(), config, read_to_end=read_to_end)
