@@ -20,6 +20,7 @@ from tests.support.contract import CONTRACT_VARS, WORKER_VARS
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
 REPO_CONFIG = REPO / "scripts" / "otelcol" / "config.yaml"
+DOCS = REPO / "docs" / "instrumentations.md"
 BUILDER = REPO / "scripts" / "otelcol" / "builder.yaml"
 COLLECTOR_SCRIPT = REPO / "scripts" / "otel-collector"
 CONFIG_NAME = "otel-collector-config"
@@ -197,6 +198,41 @@ def test_the_real_collector_accepts_the_configuration(
         pytest.skip("no cached collector build (scripts/otel-collector build)")
     config = tmp_path / "config.yaml"
     config.write_text(compose["configs"][CONFIG_NAME]["content"], encoding="utf-8")
+    result = subprocess.run([str(binary), "validate", f"--config=file:{config}"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def documented_config() -> dict[str, Any]:
+    """The collector configuration docs/instrumentations.md gives teams."""
+    section = DOCS.read_text(encoding="utf-8").split("## The collector\n", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = yaml.safe_load(block)
+    assert isinstance(config, dict)
+    return config
+
+
+def test_the_documented_collector_is_the_compose_one_but_for_the_brokers(
+    collector_config: dict[str, Any], documented_config: dict[str, Any],
+) -> None:
+    # What a team copies is what the compose profile and the tests run.
+    ours, theirs = documented_config["exporters"]["kafka"], collector_config["exporters"]["kafka"]
+    assert {k: v for k, v in ours.items() if k != "brokers"} == {
+        k: v for k, v in theirs.items() if k != "brokers"}
+    for part in ("receivers", "processors"):
+        assert documented_config[part] == collector_config[part], part
+    assert documented_config["service"]["pipelines"] == collector_config["service"]["pipelines"]
+
+
+def test_the_real_collector_accepts_the_documented_configuration(
+    documented_config: dict[str, Any], tmp_path: Path,
+) -> None:
+    binary = local_collector.cached_binary()
+    if binary is None:
+        pytest.skip("no cached collector build (scripts/otel-collector build)")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(documented_config), encoding="utf-8")
     result = subprocess.run([str(binary), "validate", f"--config=file:{config}"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
