@@ -110,8 +110,11 @@ soak: venv kafka-start
 # FORMAT=otlp_proto|otlp_json: the sample as an instrumented RAG service's spans, through the
 # real OpenTelemetry Collector when Go (or a cached build) is there, else written directly as
 # its Kafka exporter writes them; VIA=collector|direct insists on one way.
+# INSTRUMENTATION=openai-v2 (spans in otlp_proto unless FORMAT says otlp_json): traced by the
+# OTel GenAI instrumentation, the content in log records on a logs topic (OTLP_LOGS_TOPIC).
 demo: venv
-	$(BIN)/python -m scripts.demo $(if $(FORMAT),--format $(FORMAT)) $(if $(VIA),--via $(VIA))
+	$(BIN)/python -m scripts.demo $(if $(FORMAT),--format $(FORMAT)) $(if $(VIA),--via $(VIA)) \
+		$(if $(INSTRUMENTATION),--instrumentation $(INSTRUMENTATION))
 
 bench: venv
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)

@@ -8,6 +8,11 @@ local judge unless OPENAI_API_KEY is set; loads the sample into fresh topics; ru
 instrumented RAG service instead (scripts/demo_spans.py: through the real OpenTelemetry
 Collector when it can run here, else written directly as its Kafka exporter writes them), and
 the worker assembles them into traces (TRACES_FORMAT) before judging: the same summary.
+
+`--instrumentation openai-v2` (`make demo INSTRUMENTATION=openai-v2`, spans in otlp_proto
+unless FORMAT says otlp_json): the service is traced by the OTel GenAI instrumentation, whose
+spans carry no content: the messages are log records, on a logs topic of their own with as
+many partitions, which the worker reads beside the spans (OTLP_LOGS_TOPIC).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from consumer.load_sample import sample_traces
-from scripts.demo_spans import VIAS, Via, emit_sample
+from scripts.demo_spans import INSTRUMENTATIONS, VIAS, Instrumentation, Via, emit_sample
 from scripts.kafka.broker import create_topics
 from scripts.span_transport import SpanEncoding
 
@@ -44,6 +49,7 @@ FORMATS = ("trace_json", *get_args(SpanEncoding))
 # its last span arrived (the default, 10 s, leaves room for slow spans in production).
 DEMO_QUIET_SECONDS = "2"
 DEMO_MAX_WAIT_SECONDS = "30"
+SPAN_PARTITIONS = 3  # of the spans topic and the logs topic alike: both keyed by trace id
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,42 +167,62 @@ def load_trace_events(env: dict[str, str], bootstrap: str) -> Sample:
     )
 
 
-def emit_spans(env: dict[str, str], bootstrap: str, encoding: SpanEncoding, via: Via) -> Sample:
-    """The sample as an instrumented RAG service's spans on TRACES_TOPIC, and the worker
-    set to read them."""
-    topics = {env["TRACES_TOPIC"]: 3, env["VERDICTS_TOPIC"]: 1, env["DLQ_TOPIC"]: 1}
+def emit_spans(env: dict[str, str], bootstrap: str, encoding: SpanEncoding, via: Via,
+               instrumentation: Instrumentation = "openinference") -> Sample:
+    """The sample as an instrumented RAG service's spans on TRACES_TOPIC (and, with
+    ``openai-v2``, its log records on OTLP_LOGS_TOPIC), and the worker set to read them."""
+    logs_topic = env.get("OTLP_LOGS_TOPIC")  # set by main for openai-v2 only
+    topics = {env["TRACES_TOPIC"]: SPAN_PARTITIONS, env["VERDICTS_TOPIC"]: 1, env["DLQ_TOPIC"]: 1}
+    if logs_topic is not None:
+        topics[logs_topic] = SPAN_PARTITIONS  # co-partitioned with the spans
     asyncio.run(create_topics(bootstrap, topics))
-    emitted = emit_sample(bootstrap, env["TRACES_TOPIC"], encoding, via, console.print)
+    emitted = emit_sample(bootstrap, env["TRACES_TOPIC"], encoding, via, console.print,
+                          instrumentation=instrumentation, logs_topic=logs_topic)
     answered = emitted.traffic.answered
+    logged = (f" and {emitted.logs} log records (their content)" if logs_topic is not None
+              else "")
     console.print(
-        f"spans: {len(answered)} RAG requests and {len(emitted.traffic.other_trace_ids)} other "
-        f"traces (index build, health checks, API calls), {emitted.spans} spans in {encoding}"
-        f"\n  {emitted.way} -> {env['TRACES_TOPIC']}"
+        f"{instrumentation}: {len(answered)} RAG requests and "
+        f"{len(emitted.traffic.other_trace_ids)} other traces (index build, health checks, API "
+        f"calls), {emitted.spans} spans{logged} in {encoding}"
+        f"\n  {emitted.way} -> {', '.join(filter(None, [env['TRACES_TOPIC'], logs_topic]))}"
     )
     quiet = env.setdefault("TRACE_QUIET_SECONDS", DEMO_QUIET_SECONDS)
     env.setdefault("TRACE_MAX_WAIT_SECONDS", DEMO_MAX_WAIT_SECONDS)
     env["TRACES_FORMAT"] = encoding
     whose = "the demo's; the default is 10" if quiet == DEMO_QUIET_SECONDS else "yours"
+    reads = f", OTLP_LOGS_TOPIC={logs_topic}" if logs_topic is not None else ""
     console.print(
-        f"worker: TRACES_FORMAT={encoding}, TRACE_QUIET_SECONDS={quiet} ({whose}): a trace is "
-        "judged that long after its last span"
+        f"worker: TRACES_FORMAT={encoding}{reads}, TRACE_QUIET_SECONDS={quiet} ({whose}): a "
+        "trace is judged that long after its last span"
     )
     return Sample(
         labels={t.trace_id: t.request.label or "" for t in answered},
         judged={t.trace_id for t in answered if t.request.answer.strip()},
-        title=f"groundedness demo: {len(answered)} traces, {encoding}",
+        title=f"groundedness demo: {len(answered)} traces, {encoding}, {instrumentation}",
     )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m scripts.demo", description=__doc__)
-    parser.add_argument("--format", choices=FORMATS, default="trace_json",
+    parser.add_argument("--format", choices=FORMATS, default=None,
                         help="what the worker reads: trace events, or OTLP spans (default: "
-                        "trace_json)")
+                        "trace_json; otlp_proto with --instrumentation)")
     parser.add_argument("--via", choices=VIAS, default="auto",
                         help="spans only: through the collector, directly to Kafka, or the "
                         "collector when it can run here (default: auto)")
-    return parser.parse_args(argv)
+    parser.add_argument("--instrumentation", choices=INSTRUMENTATIONS, default=None,
+                        help="spans only: how the service is traced, OpenInference (the "
+                        "content on the spans) or the OTel GenAI instrumentation openai-v2 "
+                        "(the content in log records, read from a logs topic) (default: "
+                        "openinference)")
+    args = parser.parse_args(argv)
+    if args.format is None:
+        args.format = "trace_json" if args.instrumentation is None else "otlp_proto"
+    if args.instrumentation is not None and args.format == "trace_json":
+        parser.error("--instrumentation is how spans are made: not with --format trace_json")
+    args.instrumentation = args.instrumentation or "openinference"
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -215,13 +241,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "DLQ_TOPIC": f"demo-dlq-{tag}",
         "CONSUMER_GROUP": f"demo-{tag}",
     }
+    env.pop("OTLP_LOGS_TOPIC", None)  # whatever the caller's shell says
+    if args.instrumentation == "openai-v2":  # its content: log records, on a topic of their own
+        env["OTLP_LOGS_TOPIC"] = f"demo-logs-{tag}"
     judge = start_local_judge(env)
     worker: subprocess.Popen[bytes] | None = None
     try:
         if args.format == "trace_json":
             sample = load_trace_events(env, bootstrap)
         else:
-            sample = emit_spans(env, bootstrap, args.format, args.via)
+            sample = emit_spans(env, bootstrap, args.format, args.via, args.instrumentation)
         started = time.monotonic()
         worker = subprocess.Popen([str(BIN / "groundedness"), "run"], env=env)
         found = asyncio.run(collect(bootstrap, env["VERDICTS_TOPIC"], sample.judged, 900))

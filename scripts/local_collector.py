@@ -23,18 +23,27 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
 
+DEFAULT_LOGS_TOPIC = "otlp_logs"  # the script's default, and the Kafka exporter's own
+
+
 @dataclass(frozen=True, slots=True)
 class RunningCollector:
-    """A started collector: where OTLP/HTTP goes in, and where its spans land."""
+    """A started collector: where OTLP/HTTP goes in, and where its spans and logs land."""
 
     endpoint: str  # http://127.0.0.1:PORT
     topic: str
-    encoding: str  # otlp_proto | otlp_json
+    encoding: str  # otlp_proto | otlp_json, of both topics
+    logs_topic: str = DEFAULT_LOGS_TOPIC
 
     @property
     def traces_url(self) -> str:
         """The OTLP/HTTP traces path, as the SDK's ``OTLPSpanExporter(endpoint=...)`` wants it."""
         return f"{self.endpoint}/v1/traces"
+
+    @property
+    def logs_url(self) -> str:
+        """The OTLP/HTTP logs path, as the SDK's ``OTLPLogExporter(endpoint=...)`` wants it."""
+        return f"{self.endpoint}/v1/logs"
 
 
 class CollectorFailed(RuntimeError):
@@ -68,20 +77,24 @@ def build(*, show_progress: bool = False) -> Path:
 
 
 @contextmanager
-def running(bootstrap: str, topic: str, encoding: str) -> Iterator[RunningCollector]:
-    """A collector on a free port writing ``topic`` in ``encoding``; stopped on exit (SIGTERM:
-    its exporter flushes to Kafka first)."""
+def running(bootstrap: str, topic: str, encoding: str,
+            logs_topic: str = DEFAULT_LOGS_TOPIC) -> Iterator[RunningCollector]:
+    """A collector on a free port writing spans to ``topic`` and log records to
+    ``logs_topic``, both in ``encoding`` and keyed by trace id; stopped on exit (SIGTERM: its
+    exporter flushes to Kafka first)."""
     env = {
         "OTELCOL_HTTP_PORT": str(free_port()),
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "OTELCOL_TOPIC": topic,
+        "OTELCOL_LOGS_TOPIC": logs_topic,
         "OTELCOL_ENCODING": encoding,
     }
     try:
         started = _run("start", env, timeout_s=BUILD_TIMEOUT_S + START_TIMEOUT_S)
         if started.returncode != 0:
             raise CollectorFailed(f"otel-collector start failed:\n{started.stderr.strip()}")
-        yield RunningCollector(started.stdout.strip().splitlines()[-1], topic, encoding)
+        yield RunningCollector(started.stdout.strip().splitlines()[-1], topic, encoding,
+                               logs_topic)
     finally:
         _run("stop", env, timeout_s=STOP_TIMEOUT_S)
 

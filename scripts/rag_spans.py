@@ -29,7 +29,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from openinference.semconv.resource import ResourceAttributes
 from openinference.semconv.trace import (
@@ -97,7 +97,7 @@ class AnsweredTrace:
     """The trace of one answered request, as a verdict will name it."""
 
     trace_id: str  # 32 hex: the verdict's trace_id
-    answer_span_id: str  # the CHAIN span, 16 hex: the verdict's span_id
+    answer_span_id: str  # the answering span (here CHAIN), 16 hex: the verdict's span_id
     request: RagRequest
 
 
@@ -134,16 +134,32 @@ def from_labelled(row: LabelledRow) -> RagRequest:
     )
 
 
+class Answers(Protocol):
+    """How an instrumentation traces one answered request (its trace, as a verdict names it)."""
+
+    def __call__(self, tracer: Tracer, request: RagRequest) -> AnsweredTrace: ...
+
+
+class BuildsIndex(Protocol):
+    """How an instrumentation traces the index build at start (its trace ids)."""
+
+    def __call__(self, tracer: Tracer, documents: Sequence[RetrievedDocument]) -> list[str]: ...
+
+
 def emit_traffic(
-    tracer: Tracer, requests: Sequence[RagRequest], *, plain_every: int = 5
+    tracer: Tracer, requests: Sequence[RagRequest], *, plain_every: int = 5,
+    answer: Answers | None = None, build: BuildsIndex | None = None,
 ) -> EmittedTraffic:
     """The service's life: build the index, then answer ``requests`` with a health check and
-    a plain API call after every ``plain_every`` of them (0: none)."""
+    a plain API call after every ``plain_every`` of them (0: none). ``answer`` and ``build``
+    trace the GenAI work (default: as OpenInference's LlamaIndex instrumentation does; the
+    OTel GenAI instrumentation's way: ``scripts/openai_v2_spans.py``)."""
+    answer, build = answer or answer_request, build or build_index
     traffic = EmittedTraffic()
     corpus = [doc for request in requests[:3] for doc in request.documents]
-    traffic.other_trace_ids += build_index(tracer, corpus)
+    traffic.other_trace_ids += build(tracer, corpus)
     for n, request in enumerate(requests, start=1):
-        traffic.answered.append(answer_request(tracer, request))
+        traffic.answered.append(answer(tracer, request))
         if plain_every and n % plain_every == 0:
             traffic.other_trace_ids += [health_check(tracer), api_call(tracer, n)]
     return traffic
@@ -152,26 +168,26 @@ def emit_traffic(
 def answer_request(tracer: Tracer, request: RagRequest) -> AnsweredTrace:
     """One ``POST /chat`` of the service: retrieval, the model call, the database around."""
     session = {SpanAttributes.SESSION_ID: f"session-{request.request_id}"}
-    with _http_server(tracer, "POST", "/chat") as root, tracer.start_as_current_span(
+    with http_server(tracer, "POST", "/chat") as root, tracer.start_as_current_span(
         "RetrieverQueryEngine.query",
         attributes={KIND: _CHAIN, SpanAttributes.INPUT_VALUE: request.question, **session},
     ) as chain:
-        _database(tracer, "SELECT", "chat_history",
+        database(tracer, "SELECT", "chat_history",
                   "SELECT role, content FROM chat_history WHERE session_id = $1")
         with tracer.start_as_current_span(
             "VectorIndexRetriever.retrieve", attributes={**_retrieved(request), **session}
         ):
-            _database(tracer, "SELECT", "embeddings",
+            database(tracer, "SELECT", "embeddings",
                       "SELECT id, content FROM embeddings ORDER BY vector <=> $1 LIMIT 5")
         with tracer.start_as_current_span(
             "OpenAI.chat", attributes={**_llm_call(request), **session}
         ):
-            _http_client(tracer, "POST", "https://api.openai.com/v1/chat/completions")
+            http_client(tracer, "POST", "https://api.openai.com/v1/chat/completions")
         chain.set_attribute(SpanAttributes.OUTPUT_VALUE, request.answer)
         root.set_attribute(http_attributes.HTTP_RESPONSE_STATUS_CODE, 200)
-        _database(tracer, "INSERT", "chat_log",
+        database(tracer, "INSERT", "chat_log",
                   "INSERT INTO chat_log (session_id, question, answer) VALUES ($1, $2, $3)")
-    return AnsweredTrace(_trace_id(root), _span_id(chain), request)
+    return AnsweredTrace(hex_trace_id(root), hex_span_id(chain), request)
 
 
 def build_index(tracer: Tracer, documents: Sequence[RetrievedDocument]) -> list[str]:
@@ -195,24 +211,24 @@ def build_index(tracer: Tracer, documents: Sequence[RetrievedDocument]) -> list[
     with tracer.start_as_current_span(
         "OpenAIEmbedding.get_text_embedding_batch", attributes=embedded
     ) as embedding:
-        _http_client(tracer, "POST", "https://api.openai.com/v1/embeddings")
-    return [_trace_id(splitter), _trace_id(embedding)]
+        http_client(tracer, "POST", "https://api.openai.com/v1/embeddings")
+    return [hex_trace_id(splitter), hex_trace_id(embedding)]
 
 
 def health_check(tracer: Tracer) -> str:
     """A load balancer's ``GET /healthz``: one HTTP span; its trace id."""
-    with _http_server(tracer, "GET", "/healthz") as root:
+    with http_server(tracer, "GET", "/healthz") as root:
         root.set_attribute(http_attributes.HTTP_RESPONSE_STATUS_CODE, 200)
-    return _trace_id(root)
+    return hex_trace_id(root)
 
 
 def api_call(tracer: Tracer, n: int) -> str:
     """A plain API call: HTTP and database spans, no GenAI content; its trace id."""
-    with _http_server(tracer, "GET", "/orders/{id}", f"/orders/{n}") as root:
-        _database(tracer, "SELECT", "orders", "SELECT * FROM orders WHERE id = $1")
-        _http_client(tracer, "GET", f"http://inventory:8080/items?order={n}")
+    with http_server(tracer, "GET", "/orders/{id}", f"/orders/{n}") as root:
+        database(tracer, "SELECT", "orders", "SELECT * FROM orders WHERE id = $1")
+        http_client(tracer, "GET", f"http://inventory:8080/items?order={n}")
         root.set_attribute(http_attributes.HTTP_RESPONSE_STATUS_CODE, 200)
-    return _trace_id(root)
+    return hex_trace_id(root)
 
 
 # ---------------------------------------------------------------------------- attributes
@@ -263,11 +279,13 @@ def _json_value(key: str, value: Any) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- plain spans
+# (shared with scripts/openai_v2_spans.py: the service around its GenAI calls is the same)
 
 
 @contextmanager
-def _http_server(tracer: Tracer, method: str, route: str, path: str | None = None
-                 ) -> Iterator[Span]:
+def http_server(tracer: Tracer, method: str, route: str, path: str | None = None
+                ) -> Iterator[Span]:
+    """An HTTP server span (a request's root), current while the block runs."""
     with tracer.start_as_current_span(f"{method} {route}", kind=SpanKind.SERVER, attributes={
         http_attributes.HTTP_REQUEST_METHOD: method,
         http_attributes.HTTP_ROUTE: route,
@@ -278,7 +296,8 @@ def _http_server(tracer: Tracer, method: str, route: str, path: str | None = Non
         yield span
 
 
-def _http_client(tracer: Tracer, method: str, url: str) -> None:
+def http_client(tracer: Tracer, method: str, url: str) -> None:
+    """An HTTP client call, answered 200."""
     with tracer.start_as_current_span(method, kind=SpanKind.CLIENT, attributes={
         http_attributes.HTTP_REQUEST_METHOD: method,
         url_attributes.URL_FULL: url,
@@ -287,7 +306,8 @@ def _http_client(tracer: Tracer, method: str, url: str) -> None:
         pass
 
 
-def _database(tracer: Tracer, operation: str, table: str, query: str) -> None:
+def database(tracer: Tracer, operation: str, table: str, query: str) -> None:
+    """A PostgreSQL query."""
     with tracer.start_as_current_span(f"{operation} {table}", kind=SpanKind.CLIENT, attributes={
         db_attributes.DB_SYSTEM_NAME: "postgresql",
         db_attributes.DB_NAMESPACE: "rag",
@@ -298,9 +318,11 @@ def _database(tracer: Tracer, operation: str, table: str, query: str) -> None:
         pass
 
 
-def _trace_id(span: Span) -> str:
+def hex_trace_id(span: Span) -> str:
+    """The span's trace id, 32 hex digits."""
     return format(span.get_span_context().trace_id, "032x")
 
 
-def _span_id(span: Span) -> str:
+def hex_span_id(span: Span) -> str:
+    """The span's id, 16 hex digits."""
     return format(span.get_span_context().span_id, "016x")

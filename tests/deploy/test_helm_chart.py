@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from consumer.errors import ConfigError
 from consumer.inputs.formats import FORMATS
 from consumer.rules.registry import KNOWN_RULES
 from consumer.settings import load_settings
@@ -227,6 +228,20 @@ VALID_CASES: dict[str, Values] = {
             "sasl": {"mechanism": "PLAIN", "username": "gw"},
         },
     },
+    # The OTel GenAI instrumentation's content from the collector's logs topic, beside its
+    # spans; KEDA on the lag of both, through the same authentication.
+    "otlp-logs-keda": {
+        "minAcceptableScore": 0.5,
+        "existingSecret": "gw-creds",
+        "kafka": {
+            "tracesTopic": "otlp_spans",
+            "tracesFormat": "otlp_proto",
+            "logsTopic": "otlp_logs",
+            "securityProtocol": "SASL_SSL",
+            "sasl": {"mechanism": "SCRAM-SHA-512", "username": "groundedness"},
+        },
+        "keda": {"enabled": True, "partitionCount": 6, "maxReplicas": 6},
+    },
 }
 
 # Values combinations that must fail to render, with a fragment of the expected message.
@@ -366,6 +381,44 @@ INVALID_CASES: dict[str, tuple[Values, tuple[str, ...], str]] = {
         },
         (),
         "secrets.kafkaSaslPassword",
+    ),
+    # A logs topic joins log records to OTLP spans, read at least once (as the worker's
+    # settings refuse the rest: test_the_worker_refuses_the_logs_topics_the_chart_refuses).
+    "logs-topic-with-trace-events": (
+        {"minAcceptableScore": 0.5, "kafka": {"logsTopic": "otlp_logs"}},
+        (),
+        "at '/kafka/tracesFormat': value must be one of 'otlp_proto', 'otlp_json'",
+    ),
+    "logs-topic-with-trace-events-template-check": (
+        {"minAcceptableScore": 0.5, "kafka": {"logsTopic": "otlp_logs"}},
+        ("--skip-schema-validation",),
+        "kafka.logsTopic (OTLP_LOGS_TOPIC) is set but kafka.tracesFormat is trace_json: log "
+        "records join spans, so use otlp_proto or otlp_json",
+    ),
+    "logs-topic-with-exactly-once": (
+        {"minAcceptableScore": 0.5, "kafka": {
+            "tracesFormat": "otlp_proto", "logsTopic": "otlp_logs", "delivery": "exactly_once"}},
+        (),
+        "at '/kafka/delivery': value must be 'at_least_once'",
+    ),
+    "logs-topic-with-exactly-once-template-check": (
+        {"minAcceptableScore": 0.5, "kafka": {
+            "tracesFormat": "otlp_json", "logsTopic": "otlp_logs", "delivery": "exactly_once"}},
+        ("--skip-schema-validation",),
+        "kafka.logsTopic (OTLP_LOGS_TOPIC) does not work with kafka.delivery exactly_once yet",
+    ),
+    "logs-topic-is-the-traces-topic": (
+        {"minAcceptableScore": 0.5, "kafka": {
+            "tracesTopic": "otlp_spans", "tracesFormat": "otlp_proto", "logsTopic": "otlp_spans"}},
+        (),
+        "kafka.logsTopic is kafka.tracesTopic (otlp_spans): the collector writes spans and logs "
+        "to topics of their own",
+    ),
+    "logs-topic-not-a-topic-name": (
+        {"minAcceptableScore": 0.5, "kafka": {
+            "tracesFormat": "otlp_proto", "logsTopic": "otlp logs"}},
+        (),
+        "at '/kafka/logsTopic'",
     ),
     "ca-without-tls": (
         {"minAcceptableScore": 0.5, "kafka": {"tls": {"caSecret": "kafka-ca"}}},
@@ -610,6 +663,7 @@ def test_defaults(render: Callable[[str], list[Manifest]]) -> None:
         "TRACE_FILTER",
         "JUDGE_PRICE_INPUT_PER_MILLION",
         "JUDGE_PRICE_OUTPUT_PER_MILLION",
+        "OTLP_LOGS_TOPIC",
     ):
         assert unset not in data
     assert (data["SAMPLE_RATE"], data["JUDGE_CACHE_SIZE"]) == ("1", "10000")
@@ -801,6 +855,51 @@ def test_keda_with_sasl_and_tls(render: Callable[[str], list[Manifest]]) -> None
     assert mount["readOnly"] is True
     assert data["KAFKA_SSL_CAFILE"] == f"{mount['mountPath']}/ca.crt"
     assert objects(manifests, "HorizontalPodAutoscaler") == []
+
+
+def test_the_logs_topic_reaches_the_worker_and_its_lag_scales_it(
+    render: Callable[[str], list[Manifest]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    manifests = render("otlp-logs-keda")
+    data = config(manifests)
+    assert (data["TRACES_TOPIC"], data["TRACES_FORMAT"], data["OTLP_LOGS_TOPIC"]) == (
+        "otlp_spans", "otlp_proto", "otlp_logs")
+    # The ConfigMap as the pod's environment: the worker's settings take the combination.
+    for name in WORKER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in data.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "from-gw-creds")  # the pod's, from the Secret
+    settings = load_settings()
+    assert (settings.traces_topic, settings.otlp_logs_topic) == ("otlp_spans", "otlp_logs")
+    # A backlog of log records is work as much as one of spans: a trigger for each topic,
+    # alike but for the topic, authenticated the same way.
+    spans, logs = one(manifests, "ScaledObject")["spec"]["triggers"]
+    assert spans["metadata"]["topic"] == "otlp_spans"
+    assert logs["metadata"] == spans["metadata"] | {"topic": "otlp_logs"}
+    assert logs["authenticationRef"] == spans["authenticationRef"] == {
+        "name": one(manifests, "TriggerAuthentication")["metadata"]["name"]}
+
+
+# Each chart refusal of a logs topic, as the worker's variables.
+LOGS_TOPIC_REFUSALS = ["logs-topic-with-trace-events", "logs-topic-with-exactly-once",
+                       "logs-topic-is-the-traces-topic"]
+KAFKA_VALUE_VARS = {"tracesTopic": "TRACES_TOPIC", "tracesFormat": "TRACES_FORMAT",
+                    "logsTopic": "OTLP_LOGS_TOPIC", "delivery": "DELIVERY"}
+
+
+@pytest.mark.parametrize("case", LOGS_TOPIC_REFUSALS)
+def test_the_worker_refuses_the_logs_topics_the_chart_refuses(
+    monkeypatch: pytest.MonkeyPatch, case: str,
+) -> None:
+    # The chart is no stricter than the worker: each combination it refuses would stop the
+    # pod at start anyway, with the same reason.
+    for name in WORKER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for key, value in INVALID_CASES[case][0]["kafka"].items():
+        monkeypatch.setenv(KAFKA_VALUE_VARS[key], value)
+    with pytest.raises(ConfigError, match="OTLP_LOGS_TOPIC"):
+        load_settings(require_threshold=False)
 
 
 def test_keda_with_tls_and_configmap_ca(render: Callable[[str], list[Manifest]]) -> None:

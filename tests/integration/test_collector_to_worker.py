@@ -1,5 +1,7 @@
 """End to end on spans: the OTel SDK -> the real OpenTelemetry Collector -> the real broker ->
-the real worker (``groundedness run``, a subprocess) -> verdicts; in both encodings.
+the real worker (``groundedness run``, a subprocess) -> verdicts; in both encodings. And the
+same service as the OTel GenAI instrumentation traces it, its content in log records through
+the collector's logs pipeline to a logs topic the worker reads beside the spans.
 
 The service is the demo's instrumented RAG service (``scripts/rag_spans.py``): it builds its
 index (splitter and embedding traces: GenAI spans, nothing answered), answers requests (an
@@ -26,7 +28,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from consumer.judge.prompt import read_data
 from consumer.localjudge.server import JudgeServer
-from scripts import local_collector
+from scripts import local_collector, log_transport
+from scripts.kafka import broker
+from scripts.openai_v2_spans import INSTRUMENTATION_SCOPE, OpenAIv2Service
 from scripts.rag_spans import (
     PROJECT_NAME,
     EmittedTraffic,
@@ -165,3 +169,64 @@ async def test_spans_through_the_collector_get_one_verdict_per_answered_request(
         else:
             assert request.question in contents[-1]
             assert verdicts[ids[request.request_id]][0]["context_source"] == "llm_input"
+
+
+# ---------------------------------------------------------------------------- openai-v2
+
+
+def send_openai_v2_through(endpoint: str) -> EmittedTraffic:
+    """The service as the OTel GenAI instrumentation traces it (the demo's ``openai-v2``):
+    spans over OTLP/HTTP, and the messages as log records to the same collector."""
+    spans, logs = to_collector(endpoint, resource()), log_transport.to_collector(
+        endpoint, resource())
+    service = OpenAIv2Service(logs.logger(INSTRUMENTATION_SCOPE))
+    traffic = service.emit_traffic(spans.tracer, REQUESTS, plain_every=2)
+    spans.flush()  # raises unless every span and log record reached the collector
+    logs.flush()
+    return traffic
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+async def test_openai_v2_log_records_through_the_collectors_logs_pipeline_are_judged(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], collector_build: None,
+    tmp_path: Path, encoding: SpanEncoding,
+) -> None:
+    """Its spans carry no content: the answers reach the worker only through the collector's
+    logs pipeline, on the logs topic's partition of their spans' number
+    (``partition_logs_by_trace_id``), read with ``OTLP_LOGS_TOPIC``."""
+    _, server = fake_judge
+    topics = Topics.fresh(f"collector-logs-{encoding}")
+    logs_topic = f"logs-{topics.traces}"
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    await broker.create_topics(kafka, {logs_topic: PARTITIONS})
+    env = worker_env(topics.env(kafka), server.url, TRACES_FORMAT=encoding,
+                     OTLP_LOGS_TOPIC=logs_topic, TRACE_QUIET_SECONDS=QUIET_S,
+                     TRACE_MAX_WAIT_SECONDS="30")
+
+    with local_collector.running(kafka, topics.traces, encoding, logs_topic) as running:
+        async with WorkerPool(tmp_path) as pool:
+            worker = await pool.start(env)  # up first: the telemetry arrives while it runs
+            traffic = await asyncio.to_thread(send_openai_v2_through, running.endpoint)
+            ids = {t.request.request_id: t for t in traffic.answered}
+            records = await read_all(kafka, topics.verdicts, at_least=len(EXPECTED),
+                                     timeout_s=60)
+            spans_done = await wait_committed(kafka, topics.group, topics.traces, 30)
+            logs_done = await wait_committed(kafka, topics.group, logs_topic, 30)
+            assert await worker.terminate() == 0
+
+    verdicts = verdicts_by_trace(records)
+    assert set(verdicts) == {ids[name].trace_id for name in EXPECTED}, worker.log()
+    for name, outcome in EXPECTED.items():
+        [verdict] = verdicts[ids[name].trace_id]
+        assert verdict["verdict"] == outcome, name
+        assert verdict["span_id"] == ids[name].answer_span_id, "the chat span answers"
+        assert verdict["context_source"] == "llm_input", "the documents are in the prompt"
+    assert spans_done[0] == spans_done[1]
+    assert logs_done[0] == logs_done[1]
+    # Each trace's log records sit on the logs topic's partition of its spans' number.
+    spans_at = {r.key: r.partition for r in await read_all(kafka, topics.traces, timeout_s=2)}
+    logs_at = {r.key: r.partition for r in await read_all(kafka, logs_topic, timeout_s=2)}
+    assert set(logs_at) == {t.trace_id.encode() for t in traffic.answered}
+    assert {key: spans_at[key] for key in logs_at} == logs_at
+    assert await read_all(kafka, topics.dlq, timeout_s=1) == []
+    assert tracebacks(worker.log()) == []

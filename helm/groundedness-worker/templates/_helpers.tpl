@@ -239,6 +239,7 @@ the export in flight): all of it before the grace period ends, or the pod is kil
 {{- if lt $maxWait $quiet }}
 {{- fail (printf "assembly.maxWaitSeconds (%v) must be at least assembly.quietSeconds (%v): a trace from spans closes by its quiet period only within its max wait (the worker refuses TRACE_MAX_WAIT_SECONDS below TRACE_QUIET_SECONDS)" .Values.assembly.maxWaitSeconds .Values.assembly.quietSeconds) }}
 {{- end }}
+{{- include "groundedness-worker.validateLogsTopic" . }}
 {{- if and .Values.keda.enabled .Values.autoscaling.enabled }}
 {{- fail "keda.enabled and autoscaling.enabled are mutually exclusive: KEDA creates and manages its own HorizontalPodAutoscaler; enable only one" }}
 {{- end }}
@@ -255,6 +256,25 @@ the export in flight): all of it before the grace period ends, or the pod is kil
 {{- fail (printf "autoscaling.minReplicas (%d) must not exceed autoscaling.maxReplicas (%d)" (int64 .Values.autoscaling.minReplicas) (int64 .Values.autoscaling.maxReplicas)) }}
 {{- end }}
 {{- include "groundedness-worker.validateKafkaSecurity" . }}
+{{- end }}
+
+{{/*
+The logs topic (OTLP_LOGS_TOPIC) beside the spans, as the worker's settings take it: OTLP
+spans, a topic of its own, at-least-once delivery (the worker refuses the rest at start).
+*/}}
+{{- define "groundedness-worker.validateLogsTopic" -}}
+{{- with .Values.kafka.logsTopic }}
+{{- $format := $.Values.kafka.tracesFormat | default "trace_json" }}
+{{- if not (has $format (list "otlp_proto" "otlp_json")) }}
+{{- fail (printf "kafka.logsTopic (OTLP_LOGS_TOPIC) is set but kafka.tracesFormat is %s: log records join spans, so use otlp_proto or otlp_json (the logs topic's encoding too)" $format) }}
+{{- end }}
+{{- if eq (toString .) (toString $.Values.kafka.tracesTopic) }}
+{{- fail (printf "kafka.logsTopic is kafka.tracesTopic (%s): the collector writes spans and logs to topics of their own" .) }}
+{{- end }}
+{{- if eq ($.Values.kafka.delivery | default "at_least_once") "exactly_once" }}
+{{- fail "kafka.logsTopic (OTLP_LOGS_TOPIC) does not work with kafka.delivery exactly_once yet (a trace's two topics would commit in two transactions): use at_least_once" }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
