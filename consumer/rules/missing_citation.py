@@ -6,6 +6,8 @@ Passes when the answer's prose holds a citation marker or names a retrieved docu
 title or URL (``citations.py``), code aside (``markdown_code.py``). ``CITATION_PATTERN``, when set,
 replaces all of that: a match of it in the prose is then the only citation, for a team whose
 answers cite in a house style (``{{cite:kb-17}}``) and whose bare URLs are not citations.
+It is an RE2 pattern (``linear_regex.py``), matched in time linear in the answer however it
+is written; one RE2 cannot run (a backreference, a look-around) is refused at start.
 
 The whole answer is read, not the judge's cut of it: a marker at the very end of a long
 answer counts. The reason names the first marker found, or says none was and how many
@@ -15,11 +17,13 @@ documents the answer had.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 
 from consumer.redaction import known_secrets, redact
 from consumer.rules.base import Outcome
 from consumer.rules.citations import DEFAULT_MARKERS, first_reference, references
+from consumer.rules.linear_regex import LinearMatch, LinearPattern, compile_linear
 from consumer.rules.markdown_code import prose
 from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import TraceEvent
@@ -29,13 +33,20 @@ MAX_QUOTED_CHARS = 80
 _EMPTY_PROBE = "An answer without a citation, 2024."
 
 
-def compile_citation_pattern(text: str) -> re.Pattern[str]:
-    """``CITATION_PATTERN`` compiled; ValueError when it is no regular expression, or when it
-    matches an empty string (every answer would count as cited)."""
+def compile_citation_pattern(text: str) -> LinearPattern:
+    """``CITATION_PATTERN`` compiled for RE2; ValueError when it is no regular expression, uses
+    what RE2 refuses (a backreference, a look-around), or matches an empty string (every
+    answer would count as cited)."""
     try:
-        pattern = re.compile(text)
-    except re.error as exc:
-        raise ValueError(f"not a regular expression: {exc}") from None
+        pattern = compile_linear(text)
+    except ValueError:
+        with warnings.catch_warnings():  # re's FutureWarning on "[[" is no reason to stop
+            warnings.simplefilter("ignore")
+            try:
+                re.compile(text)
+            except re.error as exc:  # no regular expression at all: say what re says
+                raise ValueError(f"not a regular expression: {exc}") from None
+        raise  # a Python one RE2 cannot run: what it uses, and why that is refused
     if any(match.end() == match.start()
            for probe in ("", _EMPTY_PROBE) for match in pattern.finditer(probe)):
         raise ValueError("matches an empty string, so every answer would count as cited")
@@ -48,7 +59,7 @@ class MissingCitation:
     name = "missing_citation"
     version = "v1"
 
-    def __init__(self, pattern: re.Pattern[str] | None = None,
+    def __init__(self, pattern: LinearPattern | None = None,
                  secrets: Sequence[str] = ()) -> None:
         self.pattern = pattern  # None: the default markers and the documents' names
         self.secrets = known_secrets(secrets)  # out of what the reason quotes, before its cut
@@ -76,7 +87,7 @@ class MissingCitation:
                               f"document{'s' if count != 1 else ''}")
 
 
-    def _first_marker(self, text: str) -> re.Match[str] | None:
+    def _first_marker(self, text: str) -> LinearMatch | None:
         """The first non-empty match: a CITATION_PATTERN such as ``(?=\\[)`` matches only
         empty text, which cites nothing (the start-up check cannot see every such pattern)."""
         return next((match for match in (self.pattern or DEFAULT_MARKERS).finditer(text)
