@@ -15,8 +15,9 @@ ASCII (``\\p{Nd}``, ``\\pL`` and ``\\p{Greek}`` name Unicode classes); ``\\z`` f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from typing import Any, Protocol, cast, overload
+from typing import Any, cast, overload
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
@@ -40,10 +41,27 @@ _HINTS = (
     ("invalid perl operator: (?x", "verbose mode is Python's only"),
     ("invalid perl operator: (?#", "comments are Python's only"),
 )
+DEFAULT_MAX_MEM_BYTES = 8 << 20  # RE2's own default
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class LinearMatch(Protocol):
-    """What is read of a match: its text, a group's, and where it stands."""
+class LinearMatch:
+    """One match: where it stands in the text (in characters, as ``re`` counts), its text and
+    its groups'."""
+
+    __slots__ = ("_encoded", "_found", "_text", "end_at", "start_at")
+
+    def __init__(self, text: str, encoded: bytes, found: Any, start_at: int, end_at: int) -> None:
+        self._text, self._encoded, self._found = text, encoded, found
+        self.start_at, self.end_at = start_at, end_at
+
+    def start(self) -> int:
+        """Where the match starts."""
+        return self.start_at
+
+    def end(self) -> int:
+        """Where the match ends."""
+        return self.end_at
 
     @overload
     def group(self) -> str: ...
@@ -51,15 +69,23 @@ class LinearMatch(Protocol):
     def group(self, group: int | str) -> str | None: ...
     def group(self, group: int | str = 0) -> str | None:
         """The text of the whole match (0) or of a group; None for a group that took no part."""
-        ...
+        if group == 0:
+            return self._text[self.start_at:self.end_at]
+        index = group if isinstance(group, int) else self._found.re.groupindex.get(group, -1)
+        start, end = cast("tuple[int, int]", self._found.span(index))
+        if start < 0:
+            return None
+        return self._text[self._chars(start):self._chars(end)]
 
-    def start(self) -> int:
-        """Where the match starts, in characters."""
-        ...
+    def _chars(self, offset: int) -> int:
+        """A byte offset inside the match as a character offset in the text."""
+        if len(self._encoded) == len(self._text):
+            return offset
+        match_start = cast("int", self._found.start())
+        return self.start_at + len(self._encoded[match_start:offset].decode())
 
-    def end(self) -> int:
-        """Where the match ends, in characters."""
-        ...
+    def __repr__(self) -> str:
+        return f"LinearMatch({self.start_at}, {self.end_at}, {self.group()!r})"
 
 
 class LinearPattern:
@@ -78,7 +104,20 @@ class LinearPattern:
 
     def finditer(self, text: str) -> Iterator[LinearMatch]:
         """Every match, left to right, none overlapping (empty ones included)."""
-        return cast("Iterator[LinearMatch]", self._regexp.finditer(text))
+        # On bytes: google-re2 given a str counts every match's offsets in characters from the
+        # text's start, in Python-level steps (13 ns a byte: 0.4 ms on a 28 KB answer). Here
+        # each is counted on from the last, so a whole finditer decodes the text once.
+        encoded = _utf8(text)
+        ascii_only = len(encoded) == len(text)  # then a byte is a character
+        byte_at = char_at = 0
+        for found in self._regexp.finditer(encoded):
+            start, end = cast("tuple[int, int]", found.span())
+            if ascii_only:
+                yield LinearMatch(text, encoded, found, start, end)
+                continue
+            start_at = char_at + len(encoded[byte_at:start].decode())
+            char_at, byte_at = start_at + len(encoded[start:end].decode()), end
+            yield LinearMatch(text, encoded, found, start_at, char_at)
 
     def search(self, text: str) -> LinearMatch | None:
         """The first match, if any."""
@@ -88,10 +127,23 @@ class LinearPattern:
         return f"LinearPattern({self.pattern!r})"
 
 
-def compile_linear(pattern: str, *, ignore_case: bool = False) -> LinearPattern:
-    """``pattern`` for RE2; ValueError naming what RE2 cannot run, in one sentence."""
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (JSON's "\ud800") has no UTF-8: U+FFFD stands in, one character of
+        # three bytes as the surrogate is, so that RE2 reads it as re does, a character.
+        return _SURROGATE.sub("\ufffd", text).encode()
+
+
+def compile_linear(pattern: str, *, ignore_case: bool = False,
+                   max_mem_bytes: int = DEFAULT_MAX_MEM_BYTES) -> LinearPattern:
+    """``pattern`` for RE2; ValueError naming what RE2 cannot run, in one sentence.
+    ``max_mem_bytes`` bounds the program and its automaton's cache: past it RE2 still matches
+    in linear time, only slower (its NFA instead of a cached DFA)."""
     options = re2.Options()
     options.log_errors = False  # RE2 would print its own line to stderr besides ours
+    options.max_mem = max_mem_bytes
     options.case_sensitive = not ignore_case
     try:
         regexp = re2.compile(pattern, options)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.rules.citations import DEFAULT_MARKERS
-from consumer.rules.linear_regex import LinearPattern
+from consumer.rules.linear_regex import LinearPattern, compile_linear
 
 _NUMBER = "[1-9][0-9]{0,2}"
 # The markers as they were, on re: the specification the RE2 pattern is checked against.
@@ -30,9 +30,10 @@ RE_MARKERS = re.compile(
 )
 SPACES = "".join(chr(c) for c in range(sys.maxunicode + 1) if re.fullmatch(r"\s", chr(c)))
 # Brackets, digits (ASCII and full-width), separators, the keywords' letters in both cases
-# and their Unicode case folds (the long s, the dotless i, the Kelvin sign), and spaces.
+# and their Unicode case folds (the long s, the dotless i, the Kelvin sign), spaces, letters of
+# two and three bytes in UTF-8 (offsets are counted in characters) and a lone surrogate.
 _PIECES = [*"[]()^:#,;-\u2013\u2014\u3010\u3011\uff3b\uff3d\u2020\n ", *"0129\uff10\uff11\uff19",
-           *"docDOCumentsrfSRFe\u017f\u0131\u212a\u00a0\u3000\u2028x",
+           *"docDOCumentsrfSRFe\u017f\u0131\u212a\u00a0\u3000\u2028x\u00e9\u5e74\ud800",
            "doc", "Document", "source", "Sources", "ref", "References", "sic", "2023"]
 
 
@@ -73,3 +74,19 @@ def test_markers_of_every_kind_are_found_in_one_answer() -> None:
 )
 def test_long_hostile_answers_match_as_before(answer: str) -> None:
     assert spans(DEFAULT_MARKERS, answer) == spans(RE_MARKERS, answer)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param("caf\u00e9 [kb-1] \u5e74 [kb-22]", id="multibyte"),
+        pytest.param("\ud800 [kb-1] \U0001f600 [kb-22]", id="surrogate-and-astral"),
+        pytest.param("[kb-1] [kb-22]", id="ascii"),
+    ],
+)
+def test_offsets_and_groups_are_counted_in_characters(answer: str) -> None:
+    pattern = compile_linear(r"\[(?P<doc>[\w-]+)\]")
+    expected = [(m.start(), m.end(), m.group(), m.group("doc"))
+                for m in re.finditer(r"\[(?P<doc>[\w-]+)\]", answer)]
+    assert [(m.start(), m.end(), m.group(), m.group("doc"))
+            for m in pattern.finditer(answer)] == expected
