@@ -80,8 +80,8 @@ DEFAULT_MARKERS = compile_linear("|".join((
 )), ignore_case=True, max_mem_bytes=32 << 20)  # 8 MB: the DFA cache thrashes, 7x slower
 
 Kind = Literal["id", "title", "URL"]
-_URL_KEYS = ("url", "source", "source_url", "link", "uri", "href")
-_PATH_KEYS = ("source", "file_path")
+URL_KEYS = ("url", "source", "source_url", "link", "uri", "href")
+PATH_KEYS = ("source", "file_path")
 _TITLE_KEYS = ("title", "document_title", "doc_title", "name", "file_name")
 _WEB = ("http://", "https://")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*://(?:www\.)?")
@@ -155,13 +155,13 @@ def _document_references(document: Document) -> Iterator[Reference]:
     metadata = document.metadata or {}
     if document.id is not None:
         yield from _identifier(document.id)
-    for key in _URL_KEYS:
+    for key in URL_KEYS:
         value = metadata.get(key)
         if isinstance(value, str) and value.strip().lower().startswith(_WEB):
             url = normal_url(value)
             if "." in url.partition("/")[0]:  # a host with a domain, not a bare word
                 yield Reference("URL", url, anywhere=True)
-    for key in _PATH_KEYS:
+    for key in PATH_KEYS:
         value = metadata.get(key)
         # A path, or a storage URL (s3://, gs://, file://), whose file name an answer cites.
         if isinstance(value, str) and value.strip() and not value.strip().lower().startswith(_WEB):

@@ -77,7 +77,7 @@ def test_build_rules_leaves_groundedness_to_the_judge_and_passes_the_pattern() -
     rules = build_rules(("answered_without_tool", "groundedness", "missing_citation"),
                         RuleOptions(citation_pattern=pattern))
     assert [rule_id(rule) for rule in rules] == ["answered_without_tool@v1",
-                                                 "missing_citation@v1"]
+                                                 "missing_citation@v2"]
     citation = rules[1]
     assert isinstance(citation, MissingCitation)
     assert citation.pattern is pattern
