@@ -25,6 +25,7 @@ from 0 writes ``[0]`` to ``[N-1]``, which lie within 1..N but for ``[0]``, not r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import PurePosixPath
@@ -35,6 +36,7 @@ from consumer.rules.citations import (
     URL_KEYS,
     Reference,
     first_reference,
+    references,
 )
 from schemas.trace import Document
 
@@ -51,29 +53,40 @@ _WORD_SEPARATORS = re.compile(r"[\-_.+%]")
 _ITEM_EDGES = " \"'\u201c\u201d\u2018\u2019\u00ab\u00bb*_.()[]"
 
 
-@dataclasses.dataclass(slots=True)
 class Retrieved:
-    """What the markers of one answer may point at: how many documents, and their names."""
+    """What the markers of one answer may point at: how many documents, and their names, each
+    worked out when first asked for (most answers need only the count, or nothing)."""
 
-    count: int
-    ids: frozenset[str]  # lower-cased
-    loose: tuple[Reference, ...]  # inside a marker a name counts wherever it stands as words
-    path_words: tuple[Reference, ...]  # the folders and files of their paths, as words
-    # Contents searched for names, then taken as naming one: each search reads every name of
-    # every document, so an answer of thousands of (source: ...) would hold the loop seconds.
-    searches_left: int = MAX_CONTENTS_SEARCHED
+    def __init__(self, documents: Sequence[Document]) -> None:
+        self.documents = documents
+        self.count = len(documents)
+        # Contents searched for names, then taken as naming one: each search reads every name
+        # of every document, so thousands of (source: ...) would hold the loop for seconds.
+        self.searches_left = MAX_CONTENTS_SEARCHED
 
-    @classmethod
-    def of(cls, documents: Sequence[Document], names: Sequence[Reference]) -> Retrieved:
-        """The documents, named by ``names`` (``citations.references`` of them)."""
-        ids = frozenset(ref.text for ref in names if ref.kind == "id")
-        # A number id is a place's rival: only whole (``(source: 7)``), not inside "page 7".
-        loose = tuple(dataclasses.replace(ref, anywhere=not ref.text.isdecimal())
-                      for ref in names)
-        words = {word: None for document in documents[:MAX_DOCUMENTS_SEARCHED]
+    @functools.cached_property
+    def names(self) -> list[Reference]:
+        """``citations.references`` of the documents."""
+        return references(self.documents)
+
+    @functools.cached_property
+    def ids(self) -> frozenset[str]:
+        """The documents' ids, lower-cased."""
+        return frozenset(ref.text for ref in self.names if ref.kind == "id")
+
+    @functools.cached_property
+    def loose(self) -> tuple[Reference, ...]:
+        """The names as a marker's contents are searched for them: wherever they stand as
+        words, but a number id only whole (``(source: 7)``, not "page 7": a place's rival)."""
+        return tuple(dataclasses.replace(ref, anywhere=not ref.text.isdecimal())
+                     for ref in self.names)
+
+    @functools.cached_property
+    def path_words(self) -> tuple[Reference, ...]:
+        """The folders and files of the documents' paths and URLs, as words."""
+        words = {word: None for document in self.documents[:MAX_DOCUMENTS_SEARCHED]
                  for word in _path_words(document)}
-        path_words = tuple(Reference("id", word, anywhere=True) for word in words)
-        return cls(len(documents), ids, loose, path_words)
+        return tuple(Reference("id", word, anywhere=True) for word in words)
 
     def place(self, number: int) -> bool:
         """Is ``number`` a document's place (1..N) or a document's id?"""

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from consumer.redaction import known_secrets, redact
 from consumer.rules.base import Outcome
 from consumer.rules.citation_targets import Retrieved, footnotes, points_at
-from consumer.rules.citations import DEFAULT_MARKERS, first_reference, references
+from consumer.rules.citations import DEFAULT_MARKERS, first_reference
 from consumer.rules.linear_regex import LinearMatch, LinearPattern, compile_linear
 from consumer.rules.markdown_code import prose
 from consumer.telemetry.origin import TraceOrigin
@@ -85,8 +85,7 @@ class MissingCitation:
         answer, documents = trace.output or "", trace.retrieved_documents or []
         text = prose(answer)
         checked = self.pattern is None or DOC_GROUP in self.pattern.groups
-        names = references(documents) if checked else []
-        retrieved = Retrieved.of(documents, names)
+        retrieved = Retrieved(documents)
         first: str | None = None  # the first marker, and the first that points somewhere
         cited: str | None = None
         dangling: dict[str, None] = {}  # in order, each once
@@ -109,7 +108,7 @@ class MissingCitation:
             return Outcome(False, self._dangling(list(dangling), cited, had))
         if first is not None:
             return Outcome(True, f"citation marker {self._quoted(first)} found")
-        if self.pattern is None and (named := first_reference(text, names)):
+        if self.pattern is None and (named := first_reference(text, retrieved.names)):
             return Outcome(True, f"cites a retrieved document by its {named.kind}: "
                                  f"{self._quoted(named.text)}")
         what = "no match of CITATION_PATTERN" if self.pattern else "no citation marker"
