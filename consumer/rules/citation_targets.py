@@ -163,10 +163,10 @@ def _numbers(text: str, retrieved: Retrieved) -> bool:
     return any(token.isdecimal() for token in tokens)
 
 
-def _footnote(label: str, retrieved: Retrieved, footnotes: Mapping[str, str]) -> bool:
+def _footnote(label: str, retrieved: Retrieved, definitions: Mapping[str, str]) -> bool:
     if label.isdecimal() and retrieved.place(int(label)):
         return True
-    definition = footnotes.get(label)
+    definition = definitions.get(label)
     if definition is not None:
         return retrieved.named_in(definition)
     return not label.isdecimal() and retrieved.named_in(label)
