@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -16,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import (
     AliasChoices,
     Field,
+    InstanceOf,
     SecretStr,
     ValidationError,
     field_validator,
@@ -29,6 +29,7 @@ from consumer.cost.trace_filter import TraceFilter, compile_filter
 from consumer.errors import ConfigError
 from consumer.inputs import FormatName
 from consumer.judge.request_shape import minimum_request_tokens
+from consumer.rules.linear_regex import LinearPattern
 from consumer.rules.missing_citation import compile_citation_pattern
 from consumer.rules.registry import GROUNDEDNESS, parse_rules
 
@@ -84,7 +85,7 @@ class Settings(BaseSettings):
 
     # Rules (DESIGN.md): which run on each trace, and what missing_citation takes for a citation.
     rules: Annotated[tuple[str, ...], NoDecode] = (GROUNDEDNESS,)
-    citation_pattern: re.Pattern[str] | None = None
+    citation_pattern: InstanceOf[LinearPattern] | None = None  # RE2: linear in the answer
 
     # Cost controls (DESIGN.md): what is judged, answers reused, and what it costs.
     sample_rate: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)

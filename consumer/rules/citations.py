@@ -38,6 +38,11 @@ A retrieved document is cited when the answer names (case ignored, whitespace co
   two-word title is often a phrase the answer uses anyway.
 
 Only the first ``MAX_DOCUMENTS_SEARCHED`` documents are searched for their names.
+
+The markers are matched by RE2 (``linear_regex.py``), in time linear in the answer. The other
+patterns here stay on ``re`` and are linear by their shape: ``_URL_IN_TEXT`` starts only at a
+token's edge and its labels cannot hold the dot between them, so each character of a host is
+read from one start; a ``_naming_pattern`` is a literal between one-character look-arounds.
 """
 
 from __future__ import annotations
@@ -49,28 +54,34 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
+from consumer.rules.linear_regex import compile_linear
 from schemas.trace import Document
 
 MAX_DOCUMENTS_SEARCHED = 256
 _CHECKED_ONE_BY_ONE = 64  # occurrences of a name checked in Python before one regex scan
 _NUMBER = "[1-9][0-9]{0,2}"
-DEFAULT_MARKERS = re.compile(
-    rf"""
-      \[\s*{_NUMBER}(?:\s*[,;\-\u2013\u2014]\s*{_NUMBER})*\s*\]
-    | \[\^[^\]\s]{{1,40}}\]
-    | \u3010\s*[0-9\uff10-\uff19][^\u3011\n]{{0,80}}\u3011
-    | \uff3b\s*[1-9\uff11-\uff19][0-9\uff10-\uff19]{{0,2}}\s*\uff3d
-    | \[\s*(?:doc(?:ument)?|source|ref(?:erence)?)\s*[#:]?\s*{_NUMBER}\s*\]
-    | \(\s*(?:doc(?:ument)?|source|ref(?:erence)?)\s*[#:]?\s*{_NUMBER}\s*\)
-    | \(\s*(?:sources?|refs?|references?)\s*:[^()\n]{{1,1000}}\)
-    | \[\s*(?:sources?|refs?|references?)\s*:[^\[\]\n]{{1,1000}}\]
-    """,
-    re.VERBOSE | re.IGNORECASE,
-)
+# Python's \s in a str pattern, every one of its characters: RE2's \s is ASCII only.
+_SPACE_CHARS = (r"\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}"
+                r"\x{202f}\x{205f}\x{3000}")
+_S = f"[{_SPACE_CHARS}]"
+_NAMED = "(?:doc(?:ument)?|source|ref(?:erence)?)"
+_LISTED = "(?:sources?|refs?|references?)"
+# RE2, so an answer costs time linear in its length whatever it holds
+# (tests/unit/rules/test_linear_markers.py: the same matches as the re pattern these were).
+DEFAULT_MARKERS = compile_linear("|".join((
+    rf"\[{_S}*{_NUMBER}(?:{_S}*[,;\-\x{{2013}}\x{{2014}}]{_S}*{_NUMBER})*{_S}*\]",
+    rf"\[\^[^\]{_SPACE_CHARS}]{{1,40}}\]",
+    rf"\x{{3010}}{_S}*[0-9\x{{ff10}}-\x{{ff19}}][^\x{{3011}}\n]{{0,80}}\x{{3011}}",
+    rf"\x{{ff3b}}{_S}*[1-9\x{{ff11}}-\x{{ff19}}][0-9\x{{ff10}}-\x{{ff19}}]{{0,2}}{_S}*\x{{ff3d}}",
+    rf"\[{_S}*{_NAMED}{_S}*[#:]?{_S}*{_NUMBER}{_S}*\]",
+    rf"\({_S}*{_NAMED}{_S}*[#:]?{_S}*{_NUMBER}{_S}*\)",
+    rf"\({_S}*{_LISTED}{_S}*:[^()\n]{{1,1000}}\)",
+    rf"\[{_S}*{_LISTED}{_S}*:[^\[\]\n]{{1,1000}}\]",
+)), ignore_case=True, max_mem_bytes=32 << 20)  # 8 MB: the DFA cache thrashes, 7x slower
 
 Kind = Literal["id", "title", "URL"]
-_URL_KEYS = ("url", "source", "source_url", "link", "uri", "href")
-_PATH_KEYS = ("source", "file_path")
+URL_KEYS = ("url", "source", "source_url", "link", "uri", "href")
+PATH_KEYS = ("source", "file_path")
 _TITLE_KEYS = ("title", "document_title", "doc_title", "name", "file_name")
 _WEB = ("http://", "https://")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*://(?:www\.)?")
@@ -144,13 +155,13 @@ def _document_references(document: Document) -> Iterator[Reference]:
     metadata = document.metadata or {}
     if document.id is not None:
         yield from _identifier(document.id)
-    for key in _URL_KEYS:
+    for key in URL_KEYS:
         value = metadata.get(key)
         if isinstance(value, str) and value.strip().lower().startswith(_WEB):
             url = normal_url(value)
             if "." in url.partition("/")[0]:  # a host with a domain, not a bare word
                 yield Reference("URL", url, anywhere=True)
-    for key in _PATH_KEYS:
+    for key in PATH_KEYS:
         value = metadata.get(key)
         # A path, or a storage URL (s3://, gs://, file://), whose file name an answer cites.
         if isinstance(value, str) and value.strip() and not value.strip().lower().startswith(_WEB):

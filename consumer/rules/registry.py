@@ -14,12 +14,12 @@ ones; so is a list that names none.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.rules.base import DeterministicRule
+from consumer.rules.linear_regex import LinearPattern
 from consumer.rules.missing_citation import MissingCitation
 
 GROUNDEDNESS = "groundedness"
@@ -29,7 +29,7 @@ GROUNDEDNESS = "groundedness"
 class RuleOptions:
     """What the settings say of the deterministic rules."""
 
-    citation_pattern: re.Pattern[str] | None = None  # CITATION_PATTERN, compiled
+    citation_pattern: LinearPattern | None = None  # CITATION_PATTERN, compiled
     secrets: tuple[str, ...] = ()  # redacted from what a rule's reason quotes
 
 

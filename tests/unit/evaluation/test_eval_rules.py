@@ -11,6 +11,8 @@ import pytest
 
 from consumer.cli import main
 from consumer.evaluation.labelled_rules import RULES_SAMPLE
+from consumer.rules.base import rule_id
+from consumer.rules.registry import REGISTRY, RuleOptions
 from tests.unit.evaluation.conftest import Judge
 
 DETERMINISTIC = ("missing_citation", "answered_without_tool")
@@ -56,7 +58,8 @@ def test_the_rules_agree_with_every_label_of_the_sample_without_a_judge(
     assert report["rules_without_labels"] == ["groundedness"]
     for name in DETERMINISTIC:
         rule = report["rules"][name]
-        assert (rule["version"], rule["labelled"], rule["agree"]) == (f"{name}@v1", rows, rows)
+        version = rule_id(REGISTRY[name](RuleOptions()))
+        assert (rule["version"], rule["labelled"], rule["agree"]) == (version, rows, rows)
         assert rule["accuracy"] == rule["applies_accuracy"] == 1.0
         assert rule["disagreements"] == []
         cells = rule["confusion"]
@@ -64,7 +67,7 @@ def test_the_rules_agree_with_every_label_of_the_sample_without_a_judge(
                    if found != label)
         assert min(cells[label][label] for label in cells) > 0, "each label occurs"
     out = capsys.readouterr().out
-    assert "missing_citation@v1" in out
+    assert "missing_citation@v2" in out
     assert "100.0%" in out
     assert judge.count() == 0
 

@@ -1,4 +1,4 @@
-"""missing_citation@v1 on real-looking answers: what counts as a citation, what only looks like
+"""missing_citation@v2 on real-looking answers: what counts as a citation, what only looks like
 one, when the rule applies, and CITATION_PATTERN."""
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ def origin(context_source: str) -> TraceOrigin:
                      id="full-width-brackets"),
         pytest.param("Credits are not refundable【4:0†credits-faq.md】.",
                      '"【4:0†credits-faq.md】"', id="openai-file-search"),
-        pytest.param("Credits are final (source: Add-on credits FAQ).",
-                     '"(source: Add-on credits FAQ)"', id="source-parenthesis"),
-        pytest.param("Credits are final [Sources: help centre, billing FAQ].",
-                     '"[Sources: help centre, billing FAQ]"', id="sources-bracket"),
+        pytest.param("Refunds are prorated (source: Refund Policy).",
+                     '"(source: Refund Policy)"', id="source-parenthesis"),
+        pytest.param("Cancel any time [Sources: help centre, cancel-subscription.md].",
+                     '"[Sources: help centre, cancel-subscription.md]"', id="sources-bracket"),
         pytest.param("Refunds take a week [doc1].", '"[doc1]"', id="azure-doc"),
         pytest.param("Refunds take a week (Source 1).", '"(Source 1)"', id="source-number"),
         pytest.param("Refunds take a week; see KB-1047.", 'by its id: "KB-1047"',
@@ -126,7 +126,7 @@ def test_one_document_is_counted_in_the_singular() -> None:
 
 
 def test_a_long_marker_is_cut_in_the_reason() -> None:
-    outcome = RULE.check(trace(f"Final (source: {'x' * 500})."), None)
+    outcome = RULE.check(trace(f"Final (source: kb-1047, {'x' * 500})."), None)
     assert outcome.passed
     assert len(outcome.reason) < 120
     assert "…" in outcome.reason
@@ -185,4 +185,4 @@ def test_citation_patterns_that_would_mislead_are_refused(pattern: str, problem:
 
 
 def test_rule_is_named_and_versioned() -> None:
-    assert (RULE.name, RULE.version) == ("missing_citation", "v1")
+    assert (RULE.name, RULE.version) == ("missing_citation", "v2")

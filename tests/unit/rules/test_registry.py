@@ -12,7 +12,7 @@ from consumer.rules.answered_without_tool import AnsweredWithoutTool
 from consumer.rules.base import DeterministicRule, JudgedRule, Outcome, rule_id
 from consumer.rules.groundedness.evaluator import Evaluator
 from consumer.rules.groundedness.rule import Groundedness
-from consumer.rules.missing_citation import MissingCitation
+from consumer.rules.missing_citation import MissingCitation, compile_citation_pattern
 from consumer.rules.registry import (
     GROUNDEDNESS,
     KNOWN_RULES,
@@ -73,11 +73,11 @@ def test_every_registered_rule_is_known_under_its_own_name() -> None:
 
 
 def test_build_rules_leaves_groundedness_to_the_judge_and_passes_the_pattern() -> None:
-    pattern = re.compile(r"\{\{cite:\w+\}\}")
+    pattern = compile_citation_pattern(r"\{\{cite:\w+\}\}")
     rules = build_rules(("answered_without_tool", "groundedness", "missing_citation"),
                         RuleOptions(citation_pattern=pattern))
     assert [rule_id(rule) for rule in rules] == ["answered_without_tool@v1",
-                                                 "missing_citation@v1"]
+                                                 "missing_citation@v2"]
     citation = rules[1]
     assert isinstance(citation, MissingCitation)
     assert citation.pattern is pattern

@@ -60,7 +60,7 @@ async def test_every_applicable_rule_gives_one_verdict_in_rules_order() -> None:
     verdicts = [evaluation.verdict for evaluation in found]
     assert [v.rule for v in verdicts] == ["groundedness", "missing_citation",
                                           "answered_without_tool"]
-    assert [v.prompt_version for v in verdicts] == ["groundedness@v1", "missing_citation@v1",
+    assert [v.prompt_version for v in verdicts] == ["groundedness@v1", "missing_citation@v2",
                                                     "answered_without_tool@v1"]
     assert len({v.verdict_id for v in verdicts}) == 3
     assert verdicts[0].verdict_id == verdict_id("t-1"), "groundedness keeps its ids"
