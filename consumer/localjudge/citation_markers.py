@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from consumer.rules.citations import DEFAULT_MARKERS
+from consumer.rules.linear_regex import LinearPattern
 
 _FOOTNOTE_DEFINITION = re.compile(r"^[ \t]{0,3}\[\^[^\]\s]{1,40}\]:[^\n]*$", re.MULTILINE)
 _BRACKETED_IDENTIFIER = re.compile(
@@ -42,7 +43,7 @@ def without_citations(text: str) -> str:
     return text
 
 
-def _cut(text: str, pattern: re.Pattern[str]) -> str:
+def _cut(text: str, pattern: re.Pattern[str] | LinearPattern) -> str:
     pieces: list[str] = []
     at = 0
     for match in pattern.finditer(text):

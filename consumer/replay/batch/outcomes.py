@@ -109,7 +109,8 @@ def _answer(custom_id: str, body: Any, latency_ms: int) -> Outcome:
         # Unreadable, or cut by its token budget: the synchronous path asks again (with a
         # larger budget), so the batch's answer is not the last word.
         return Unanswered(custom_id, error.kind, error.message, usage)
-    return Answered(answer, usage, latency_ms, 1)
+    # The verdict names the model that answered, as the synchronous path's does.
+    return Answered(answer, usage, latency_ms, 1, completion.model or None)
 
 
 def _http_error(custom_id: str, status: int, body: Any, latency_ms: int) -> Outcome:
