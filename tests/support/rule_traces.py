@@ -27,11 +27,17 @@ from openinference.semconv.trace import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
+from consumer.judge.prompt import PROMPT_VERSION
+from consumer.rules.base import rule_id
+from consumer.rules.registry import REGISTRY, RuleOptions
 from consumer.rules.verdicts import verdict_id
 from tests.support.otel_spans import KIND, Recorder, otlp_proto, rag_trace
 
 GROUNDEDNESS, CITATION, TOOLS = "groundedness", "missing_citation", "answered_without_tool"
 RULES = (GROUNDEDNESS, CITATION, TOOLS)
+# Each rule's ``name@version``, as its verdicts name it.
+RULE_IDS = {GROUNDEDNESS: PROMPT_VERSION,
+            **{name: rule_id(make(RuleOptions())) for name, make in REGISTRY.items()}}
 ALL_RULES = ",".join(RULES)
 DETERMINISTIC = (CITATION, TOOLS)
 PASS, FAIL = "pass", "fail"
@@ -288,9 +294,9 @@ def mismatches(verdicts: Sequence[dict[str, Any]], cases: Sequence[RuleCase],
         if v["verdict"] != case.expected[rule]:
             problems.append(f"{where}: {v['verdict']} ({v['reason']}), want "
                             f"{case.expected[rule]}")
-        if v["prompt_version"] != f"{rule}@v1":
+        if v["prompt_version"] != RULE_IDS[rule]:
             problems.append(f"{where}: prompt_version {v['prompt_version']}")
-        if v["verdict_id"] != verdict_id(v["trace_id"], f"{rule}@v1", rule):
+        if v["verdict_id"] != verdict_id(v["trace_id"], RULE_IDS[rule], rule):
             problems.append(f"{where}: verdict_id {v['verdict_id']} is not its rule's")
         if rule == GROUNDEDNESS and v["verdict_id"] != verdict_id(v["trace_id"]):
             problems.append(f"{where}: the groundedness id changed")
