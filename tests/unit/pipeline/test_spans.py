@@ -116,12 +116,16 @@ class PairClock:
         return partition in self.ends
 
 
+def _pair_path(clock: PairClock) -> SpanPath:
+    """A span path over a spans and a logs topic, on ``clock``."""
+    rules = RuleSet.groundedness(Evaluator(GatedJudge(), 0.5, Limits()))
+    return SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, AssemblyLimits(),
+                    OffsetTracker[Hashable](), Tasks(), clock, max_judging=8, logs_topic="logs")
+
+
 def test_a_pairs_present_is_its_slower_topics_unless_that_one_is_read_to_its_end() -> None:
     clock = PairClock()
-    evaluator = Evaluator(GatedJudge(), 0.5, Limits())
-    rules = RuleSet.groundedness(evaluator)
-    path = SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, AssemblyLimits(),
-                    OffsetTracker[Hashable](), Tasks(), clock, max_judging=8, logs_topic="logs")
+    path = _pair_path(clock)
     spans, logs = TP("spans", 0), TP("logs", 0)
     path.assigned(spans)
     assert path.now(0) == float("-inf")
@@ -142,10 +146,7 @@ def test_a_topic_whose_fetched_records_wait_their_turn_holds_its_pairs_time() ->
     """One fetch brings both topics: while the spans are added, the logs partition reads as
     read to its end (aiokafka's position is past them), yet its records are still to come."""
     clock = PairClock()
-    evaluator = Evaluator(GatedJudge(), 0.5, Limits())
-    rules = RuleSet.groundedness(evaluator)
-    path = SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, AssemblyLimits(),
-                    OffsetTracker[Hashable](), Tasks(), clock, max_judging=8, logs_topic="logs")
+    path = _pair_path(clock)
     spans, logs = TP("spans", 0), TP("logs", 0)
     path.assigned(spans)
     path.assigned(logs)
@@ -163,10 +164,7 @@ def path_offsets(path: SpanPath, tp: TP) -> PartitionOffsets:
 def test_a_topic_read_far_ahead_of_its_pair_is_held_until_the_other_nears() -> None:
     """An hour of backlog: the spans are read to 3,600 s while the logs stand at 0 s."""
     clock = PairClock()
-    evaluator = Evaluator(GatedJudge(), 0.5, Limits())
-    rules = RuleSet.groundedness(evaluator)
-    path = SpanPath(RecordPath(ListSink(), rules), rules, OTLP_PROTO, AssemblyLimits(),
-                    OffsetTracker[Hashable](), Tasks(), clock, max_judging=8, logs_topic="logs")
+    path = _pair_path(clock)
     spans, logs = TP("spans", 0), TP("logs", 0)
     owned = {spans, logs}
     path.assigned(spans)

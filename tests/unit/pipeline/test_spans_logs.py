@@ -124,6 +124,27 @@ class Backlog(OneFetch):
         self.position[partition] = offset
 
 
+async def _run_until(consumer: Backlog, sink: ListSink, judge: GatedJudge,
+                     config: PipelineConfig, verdicts: int) -> None:
+    """Run the pipeline on ``consumer`` until ``verdicts`` are published; the partitions read
+    to their end when all their records are handed out and they are not paused."""
+
+    def read_to_end(partition: Any) -> bool:
+        return (partition not in consumer.paused
+                and consumer.position[partition] >= len(consumer.all[partition]))
+
+    pipeline = Pipeline(consumer, sink, RuleSet.groundedness(Evaluator(judge, 0.5, Limits())),
+                        Commits(), config, read_to_end=read_to_end)
+    await pipeline.on_partitions_assigned({SPANS, LOGS})
+    stop = asyncio.Event()
+    task = asyncio.create_task(pipeline.run(stop))
+    try:
+        await until(lambda: len(sink.verdicts) >= verdicts, timeout_s=20)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
 async def test_a_topic_read_ahead_of_its_pair_is_put_back_not_held_open_to_capacity() -> None:
     consumer, judge, sink = Backlog(logs_per_fetch=6), GatedJudge(), ListSink()
     judge.open(ANSWER)
@@ -138,20 +159,7 @@ async def test_a_topic_read_ahead_of_its_pair_is_put_back_not_held_open_to_capac
         logs_topic=LOGS.topic,
         assembly=AssemblyLimits(quiet_s=2.0, max_wait_s=30.0, max_open_traces=10))
 
-    def read_to_end(partition: Any) -> bool:
-        return (partition not in consumer.paused
-                and consumer.position[partition] >= len(consumer.all[partition]))
-
-    pipeline = Pipeline(consumer, sink, RuleSet.groundedness(Evaluator(judge, 0.5, Limits())),
-                        Commits(), config, read_to_end=read_to_end)
-    await pipeline.on_partitions_assigned({SPANS, LOGS})
-    stop = asyncio.Event()
-    task = asyncio.create_task(pipeline.run(stop))
-    try:
-        await until(lambda: len(sink.verdicts) >= len(backlog) - 1, timeout_s=20)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 5)
+    await _run_until(consumer, sink, judge, config, len(backlog) - 1)
     judged = {v.trace_id: v.verdict for v in sink.verdicts}
     assert [judged.get(chat.trace_id) for chat in backlog[:-1]] == ["pass"] * 59, (
         "none closed at MAX_OPEN_TRACES=10 before its log records came")
@@ -192,18 +200,5 @@ async def test_a_pair_fetched_one_topic_at_a_time_from_no_time_still_reads_on() 
         max_in_flight=64, commit_interval_s=0, fetch_timeout_ms=5, input_format=OTLP_PROTO,
         logs_topic=LOGS.topic, assembly=AssemblyLimits(quiet_s=2.0, max_wait_s=30.0))
 
-    def read_to_end(partition: Any) -> bool:
-        return (partition not in consumer.paused
-                and consumer.position[partition] >= len(consumer.all[partition]))
-
-    pipeline = Pipeline(consumer, sink, RuleSet.groundedness(Evaluator(judge, 0.5, Limits())),
-                        Commits(), config, read_to_end=read_to_end)
-    await pipeline.on_partitions_assigned({SPANS, LOGS})
-    stop = asyncio.Event()
-    task = asyncio.create_task(pipeline.run(stop))
-    try:
-        await until(lambda: len(sink.verdicts) >= len(backlog) - 1, timeout_s=20)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 5)
+    await _run_until(consumer, sink, judge, config, len(backlog) - 1)
     assert {v.verdict for v in sink.verdicts} == {"pass"}
