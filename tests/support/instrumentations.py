@@ -51,6 +51,7 @@ class Setup:
 
 
 OPENAI_V2 = ("--instrumentation", "openai-v2")
+OPENLLMETRY = ("--instrumentation", "openllmetry")
 SETUPS = (
     # The OpenTelemetry project's own instrumentation in its three capture modes.
     Setup("openai-v2-true", "openai_sdk", OPENAI_V2, {CAPTURE: "true"}),
@@ -58,9 +59,9 @@ SETUPS = (
     Setup("openai-v2-span-only", "openai_sdk", OPENAI_V2, {CAPTURE: "span_only", **OPT_IN}),
     # OpenLLMetry: the OpenAI SDK, and a LangChain chain with a retriever, the documents in
     # the prompt or (the last) only on the retriever's span.
-    Setup("openllmetry-openai", "openai_sdk", ("--instrumentation", "openllmetry")),
-    Setup("openllmetry-langchain", "openllmetry_langchain", ("--docs-in-prompt",)),
-    Setup("openllmetry-langchain-retriever", "openllmetry_langchain"),
+    Setup("openllmetry-openai", "openai_sdk", OPENLLMETRY),
+    Setup("openllmetry-langchain", "langchain_rag", (*OPENLLMETRY, "--docs-in-prompt")),
+    Setup("openllmetry-langchain-retriever", "langchain_rag", OPENLLMETRY),
 )
 
 
