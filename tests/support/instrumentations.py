@@ -27,10 +27,10 @@ VENV = REPO_ROOT / ".venv-instrumentations"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".installed"
 REQUIREMENTS = REPO_ROOT / "tests" / "instrumentations" / "requirements.txt"
-BUILD_TIMEOUT_S = 900.0  # a cold pip cache downloads LangChain and the OTel packages
+BUILD_TIMEOUT_S = 900.0  # a cold pip cache downloads LangChain, Haystack and the OTel packages
 RUN_TIMEOUT_S = 120.0
 # The instrumentations' own variables: a developer's shell must not change what a setup runs.
-_THEIRS = ("OTEL_", "TRACELOOP_")
+_THEIRS = ("OTEL_", "TRACELOOP_", "OPENINFERENCE_", "HAYSTACK_")
 OPT_IN = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -52,6 +52,7 @@ class Setup:
 
 OPENAI_V2 = ("--instrumentation", "openai-v2")
 OPENLLMETRY = ("--instrumentation", "openllmetry")
+OPENINFERENCE = ("--instrumentation", "openinference")
 SETUPS = (
     # The OpenTelemetry project's own instrumentation in its three capture modes.
     Setup("openai-v2-true", "openai_sdk", OPENAI_V2, {CAPTURE: "true"}),
@@ -62,6 +63,13 @@ SETUPS = (
     Setup("openllmetry-openai", "openai_sdk", OPENLLMETRY),
     Setup("openllmetry-langchain", "langchain_rag", (*OPENLLMETRY, "--docs-in-prompt")),
     Setup("openllmetry-langchain-retriever", "langchain_rag", OPENLLMETRY),
+    # OpenInference: the OpenAI SDK, the same LangChain chain (documents in the prompt), and a
+    # Haystack pipeline (BM25 retriever, chat generator).
+    Setup("openinference-openai", "openai_sdk", OPENINFERENCE),
+    Setup("openinference-langchain", "langchain_rag", (*OPENINFERENCE, "--docs-in-prompt")),
+    Setup("openinference-haystack", "haystack_rag"),
+    # Pydantic AI's own instrumentation.
+    Setup("pydantic-ai", "pydantic_ai_agent"),
 )
 
 

@@ -2,7 +2,9 @@
 documents) and ``ChatOpenAI``. Traced by ``--instrumentation``:
 
 - ``openllmetry``: traceloop's ``opentelemetry-instrumentation-langchain`` and ``-openai``,
-  instrumented as ``Traceloop.init`` does.
+  instrumented as ``Traceloop.init`` does;
+- ``openinference``: Arize's ``openinference-instrumentation-langchain`` (its callback handler
+  traces every run: chain, retriever, prompt, LLM).
 
 ``--docs-in-prompt`` pastes the retrieved documents into the system prompt, as most RAG chains
 do; without it the model sees only the question (the documents are retrieved to be shown as
@@ -44,6 +46,11 @@ def instrumentors(name: str) -> tuple[Instrumentor, ...]:
         from opentelemetry.instrumentation.langchain import LangchainInstrumentor
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor
         return LangchainInstrumentor(), OpenAIInstrumentor()
+    if name == "openinference":
+        from openinference.instrumentation.langchain import (
+            LangChainInstrumentor as OpenInference,
+        )
+        return (OpenInference(),)
     raise SystemExit(f"unknown instrumentation {name!r}")
 
 
