@@ -1,14 +1,16 @@
 """Real instrumentation output, through the real collector's traces AND logs pipelines, into Kafka,
 judged by the real worker.
 
-Ten setups a team runs (``tests.support.instrumentations.SETUPS``), each a small RAG program in
-the instrumentation venv (``tests/instrumentations``, versions pinned in its requirements.txt)
-asking five questions with three documents each of the stand-in model on loopback: the
-OpenTelemetry project's ``opentelemetry-instrumentation-openai-v2`` in its three content-capture
-modes; OpenLLMetry (traceloop) on the OpenAI SDK and on a LangChain chain with a retriever (the
-documents in the prompt, or only on the retriever's span); OpenInference (Arize) on the OpenAI
-SDK, on the same LangChain chain and on a Haystack pipeline (BM25 retriever); and Pydantic AI's
-own instrumentation. They run at once, against one collector (OTLP/HTTP,
+Eleven setups a team runs (``tests.support.instrumentations.SETUPS``: the ten of issue #27, the
+OpenLLMetry LangChain chain twice), each a small RAG program in an instrumentation venv
+(``tests/instrumentations``, versions pinned in its requirements.txt, and requirements-2.txt
+for OpenLIT, whose pins conflict with the first's) asking five questions with three documents
+each of the stand-in model on loopback: the OpenTelemetry project's
+``opentelemetry-instrumentation-openai-v2`` in its three content-capture modes; OpenLLMetry
+(traceloop) on the OpenAI SDK and on a LangChain chain with a retriever (the documents in the
+prompt, or only on the retriever's span); OpenInference (Arize) on the OpenAI SDK, on the same
+LangChain chain and on a Haystack pipeline (BM25 retriever); Pydantic AI's own instrumentation;
+and OpenLIT on the OpenAI SDK. They run at once, against one collector (OTLP/HTTP,
 ``partition_traces_by_id`` and ``partition_logs_by_trace_id`` into two topics of the same
 partition count).
 
@@ -55,14 +57,20 @@ each setup, asserted for every trace below). Answer / input / documents:
   ``gen_ai.system_instructions`` (the agent's instructions: JSON ``[{"type", "content"}]``);
   the ``invoke_agent answering`` span has the answer in ``final_result``, the same instructions
   and the conversation in ``pydantic_ai.all_messages``.
+- OpenLIT, OpenAI SDK: the ``chat gpt-4o-mini`` span, ``gen_ai.output.messages`` /
+  ``gen_ai.input.messages`` (system and user) and the system message again as
+  ``gen_ai.system_instructions``; and one ``gen_ai.client.inference.operation.details`` log
+  record on that span with the same two messages attributes (OTLP arrays), body ``""``.
 
-In the two log modes the chat span carries no content at all, and each log record carries its
-chat span's trace and span ids, and no ``time_unix_nano`` (only ``observed_time_unix_nano``).
+In the two openai-v2 log modes the chat span carries no content at all. Each log record (those
+and OpenLIT's) carries its chat span's trace and span ids, and no ``time_unix_nano`` (only
+``observed_time_unix_nano``).
 The worker (``OTLP_LOGS_TOPIC``) judges each trace once with the program's answer, and the
 retriever setups with the retriever's documents (``context_source: retrieval``): one worker
 that was up while the programs ran, as in production, and one started after them (a restart,
-or a worker catching up: both topics' records are there at once). Skipped only where the
-collector can be neither built nor found cached, or the instrumentation venv can be neither
+or a worker catching up: both topics' records are there at once). One flaw of the worker is
+pinned (``CONTEXT_TWICE``): OpenLIT's system prompt reaches the judge twice. Skipped only where
+the collector can be neither built nor found cached, or an instrumentation venv can be neither
 found nor built.
 """
 
@@ -107,9 +115,9 @@ RETRIEVER_SETUPS = {"openllmetry-langchain", "openllmetry-langchain-retriever",
 RANKED = {"openinference-haystack"}  # BM25's order, best first: the case's three, reordered
 NOT_IN_PROMPT = {"openllmetry-langchain-retriever"}  # the model never saw the documents
 # The content in log records alone (the chat span has none), and every setup's log records per
-# question.
+# question (OpenLIT writes its one record besides the same content on the chat span).
 LOG_ONLY = {"openai-v2-true", "openai-v2-event-only"}
-LOGS_PER_QUESTION = {"openai-v2-true": 3, "openai-v2-event-only": 1}
+LOGS_PER_QUESTION = {"openai-v2-true": 3, "openai-v2-event-only": 1, "openlit-openai": 1}
 EXPECTED_VERDICT = {"everest": "fail"}  # [[score=1]]; every other reply passes
 # The span the answer is read from (the verdict's span_id), where the worker's precedence
 # names one span: the chat span, or the outermost GenAI span's ``output.value`` text.
@@ -118,7 +126,7 @@ ANSWER_SPAN = {"openai-v2-true": "chat gpt-4o-mini", "openai-v2-event-only": "ch
                "openinference-openai": "ChatCompletion",
                "openinference-langchain": "RunnableSequence",
                "openinference-haystack": "OpenAIChatGenerator.run",
-               "pydantic-ai": "chat gpt-4o-mini"}
+               "pydantic-ai": "chat gpt-4o-mini", "openlit-openai": "chat gpt-4o-mini"}
 CHAT_SPAN = {name: ANSWER_SPAN[name] for name in LOGS_PER_QUESTION}  # their records' span
 
 
@@ -209,7 +217,7 @@ def _arrived(span_records: list[Any], log_records: list[Any]) -> dict[str, Arriv
 
 @pytest.fixture(scope="module")
 def tools() -> None:
-    """The collector binary and the instrumentation venv, built once or found (minutes cold)."""
+    """The collector binary and the instrumentation venvs, built once or found (minutes cold)."""
     collector.available()
     reason = instrumentations.venv_unavailable_reason()
     if reason is not None:
@@ -427,6 +435,20 @@ def _pydantic_ai(trace: Arrived) -> Found:
     return replace(found, prompt=str(instructions["content"]))
 
 
+def _openlit(trace: Arrived) -> Found:
+    chat = trace.span("chat gpt-4o-mini")
+    found = _span_messages("chat gpt-4o-mini")(trace)
+    [instructions] = json.loads(str(chat.attributes["gen_ai.system_instructions"]))
+    assert instructions["content"] == found.prompt, "the system message, a second time"
+    # And the same messages once more in a log record on the chat span, structured.
+    details = trace.log("gen_ai.client.inference.operation.details")
+    assert details.body == ""
+    assert (details.trace_id, details.span_id) == (chat.trace_id, chat.span_id)
+    assert _from_messages(details.attributes["gen_ai.input.messages"],
+                          details.attributes["gen_ai.output.messages"]) == found
+    return found
+
+
 WHERE: Mapping[str, Callable[[Arrived], Found]] = {
     "openai-v2-true": _openai_v2_true,
     "openai-v2-event-only": _openai_v2_event_only,
@@ -438,6 +460,7 @@ WHERE: Mapping[str, Callable[[Arrived], Found]] = {
     "openinference-langchain": _openinference_langchain,
     "openinference-haystack": _openinference_haystack,
     "pydantic-ai": _pydantic_ai,
+    "openlit-openai": _openlit,
 }
 CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
                 "gen_ai.prompt", "gen_ai.completion")
@@ -479,11 +502,12 @@ def test_each_setup_puts_the_content_where_the_table_says(
                 (a.trace_id, chat.span_id)}
             assert {log.scope for log in trace.logs} <= {
                 "opentelemetry.instrumentation.openai_v2", "opentelemetry.util.genai.handler"}
-            # Stamped only when observed: a record's time is its observed time.
-            assert all(log.time_unix_nano == 0 < log.observed_time_unix_nano
-                       for log in trace.logs)
+        elif setup.name in LOGS_PER_QUESTION:  # OpenLIT: on the chat span, and logged too
+            assert {log.scope for log in trace.logs} == {"openlit.instrumentation.openai"}
         else:
             assert trace.logs == [], "no log records where the content is on spans"
+        # Stamped only when observed: a record's time is its observed time.
+        assert all(log.time_unix_nano == 0 < log.observed_time_unix_nano for log in trace.logs)
 
 
 def _pasted(documents: Sequence[str]) -> str:
@@ -499,8 +523,8 @@ def test_log_records_are_keyed_and_partitioned_with_their_spans(delivered: Deliv
         assert trace.keys == {trace_id.encode()}
         assert len(trace.span_partitions) == 1
         assert trace.log_partitions == trace.span_partitions, trace_id
-    # Three per-message records per question in `true` mode, one in `event_only`; none from
-    # any other setup.
+    # Three per-message records per question in `true` mode, one in `event_only`, one from
+    # OpenLIT; none from any other setup.
     counts = {name: sum(len(delivered.traces[a.trace_id].logs) for a in asked)
               for name, asked in delivered.asked.items()}
     assert counts == {setup.name: LOGS_PER_QUESTION.get(setup.name, 0) * len(CASES)
@@ -517,6 +541,36 @@ async def test_the_live_worker_judged_every_trace_once_from_spans_and_logs(
     records = await read_all(kafka, topics.verdicts, at_least=TRACES, timeout_s=60, settle_s=1.0)
     _assert_judged(delivered, records, judge[0].calls, worker)
     assert await read_all(kafka, topics.dlq, timeout_s=1) == []
+
+
+# KNOWN FLAW of the worker, pinned for the lead (consumer/ is not this module's to change): OpenLIT
+# records the system message twice on its chat span, as ``gen_ai.system_instructions`` and as
+# the first of ``gen_ai.input.messages``, and the worker's ``llm_input`` context
+# (``consumer/telemetry/genai.py`` ``input_messages``) takes both: the judge gets the system
+# prompt, the documents in it, twice (``truncation.documents_received`` 3 where the other setups
+# with the documents in the prompt have 2). The verdict is right all the same. Once the worker
+# takes each text once, the assertion below fails: empty this then.
+CONTEXT_TWICE = {"openlit-openai"}
+
+
+async def test_the_judge_gets_each_context_text_once_but_openlits_system_prompt_twice(
+    kafka: str, delivered: Delivered, judge: tuple[ScriptedJudge, JudgeServer],
+) -> None:
+    records = await read_all(kafka, delivered.topics.verdicts, at_least=TRACES, timeout_s=60,
+                             settle_s=0.5)
+    verdicts = verdicts_by_trace(records)
+    judged_data = {data["answer"]: data for data in (
+        read_data(call.request["messages"]) for call in judge[0].calls if call.answer != PROBE)}
+    twice = set()
+    for name, asked in delivered.asked.items():
+        for a in asked:
+            [verdict] = verdicts[a.trace_id]
+            contents = [doc["content"] for doc in judged_data[a.answer]["documents"]]
+            assert verdict["truncation"]["documents_received"] == len(contents), name
+            if len(set(contents)) < len(contents):
+                twice.add(name)
+                assert contents == [context(a.case), context(a.case), a.case.question], name
+    assert twice == CONTEXT_TWICE, "KNOWN FLAW pinned: see CONTEXT_TWICE"
 
 
 async def test_a_worker_started_after_them_judges_every_trace_once_from_spans_and_logs(

@@ -1,8 +1,9 @@
-"""The RAG programs of ``tests/instrumentations`` from the tests: their venv (built with
-``make instrumentation-venv`` when missing or stale), the setups (a program, its arguments and
-the team's environment), one run of a setup, and the stand-in model they call.
+"""The RAG programs of ``tests/instrumentations`` from the tests: their venvs (each built with
+its make target when missing or stale), the setups (a program, its venv, its arguments and the
+team's environment), one run of a setup, and the stand-in model they call.
 
-The programs run in ``.venv-instrumentations`` as subprocesses, from the repo's root, and print
+The programs run in ``.venv-instrumentations`` (or, where their instrumentation's pins conflict
+with that venv's, ``.venv-instrumentations-2``) as subprocesses, from the repo's root, and print
 one JSON line per question (``tests.instrumentations.cases.report``): the trace id and the
 answer the program got.
 """
@@ -23,16 +24,40 @@ from consumer.localjudge.server import JudgeServer
 from tests.instrumentations.cases import BY_QUESTION, MODEL, Case
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VENV = REPO_ROOT / ".venv-instrumentations"
-PYTHON = VENV / "bin" / "python"
-STAMP = VENV / ".installed"
-REQUIREMENTS = REPO_ROOT / "tests" / "instrumentations" / "requirements.txt"
 BUILD_TIMEOUT_S = 900.0  # a cold pip cache downloads LangChain, Haystack and the OTel packages
 RUN_TIMEOUT_S = 120.0
 # The instrumentations' own variables: a developer's shell must not change what a setup runs.
-_THEIRS = ("OTEL_", "TRACELOOP_", "OPENINFERENCE_", "HAYSTACK_")
+_THEIRS = ("OTEL_", "TRACELOOP_", "OPENINFERENCE_", "OPENLIT_", "HAYSTACK_")
 OPT_IN = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+@dataclass(frozen=True, slots=True)
+class Venv:
+    """An instrumentation venv: its folder under the repo, its requirements and its make target
+    (which stamps it ``.installed`` once its requirements are in)."""
+
+    folder: str
+    requirements: str  # under tests/instrumentations
+    target: str
+
+    @property
+    def python(self) -> Path:
+        """Its interpreter."""
+        return REPO_ROOT / self.folder / "bin" / "python"
+
+    def current(self) -> bool:
+        """Built, and stamped since its requirements last changed."""
+        stamp = REPO_ROOT / self.folder / ".installed"
+        requirements = REPO_ROOT / "tests" / "instrumentations" / self.requirements
+        return (self.python.exists() and stamp.exists()
+                and stamp.stat().st_mtime >= requirements.stat().st_mtime)
+
+
+FIRST = Venv(".venv-instrumentations", "requirements.txt", "instrumentation-venv")
+# OpenLIT needs openai<3, the first venv has 3.57.0 (requirements-2.txt).
+SECOND = Venv(".venv-instrumentations-2", "requirements-2.txt", "instrumentation-venv-2")
+VENVS = (FIRST, SECOND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +68,7 @@ class Setup:
     module: str  # under tests.instrumentations.apps
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    venv: Venv = FIRST
 
     @property
     def service(self) -> str:
@@ -68,33 +94,33 @@ SETUPS = (
     Setup("openinference-openai", "openai_sdk", OPENINFERENCE),
     Setup("openinference-langchain", "langchain_rag", (*OPENINFERENCE, "--docs-in-prompt")),
     Setup("openinference-haystack", "haystack_rag"),
-    # Pydantic AI's own instrumentation.
+    # Pydantic AI's own instrumentation, and OpenLIT on the OpenAI SDK (the second venv).
     Setup("pydantic-ai", "pydantic_ai_agent"),
+    Setup("openlit-openai", "openlit_openai", venv=SECOND),
 )
 
 
-def venv_unavailable_reason() -> str | None:
-    """Build the venv when missing or older than its requirements (``make
-    instrumentation-venv``); why it can be neither found current nor built, else None."""
-    if _current():
+def venv_unavailable_reason(venvs: tuple[Venv, ...] = VENVS) -> str | None:
+    """Build the venvs that are missing or older than their requirements (their make targets,
+    at once); why one can be neither found current nor built, else None."""
+    stale = [venv for venv in venvs if not venv.current()]
+    if not stale:
         return None
+    targets = " ".join(venv.target for venv in stale)
     if shutil.which("make") is None:
-        return f"{VENV.name} is missing or stale and there is no make to build it with"
+        return f"{', '.join(venv.folder for venv in stale)}: missing or stale, and no make"
     try:
         built = subprocess.run(
-            ["make", "--no-print-directory", "instrumentation-venv"], cwd=REPO_ROOT,
-            capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+            ["make", "--no-print-directory", f"-j{len(stale)}", "--output-sync=target",
+             *(venv.target for venv in stale)],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+            check=False)
     except subprocess.TimeoutExpired:
-        return f"make instrumentation-venv took over {BUILD_TIMEOUT_S:.0f}s"
-    if built.returncode != 0 or not _current():
+        return f"make {targets} took over {BUILD_TIMEOUT_S:.0f}s"
+    if built.returncode != 0 or not all(venv.current() for venv in stale):
         tail = "\n".join((built.stdout + built.stderr).strip().splitlines()[-15:])
-        return f"make instrumentation-venv failed (exit {built.returncode}):\n{tail}"
+        return f"make {targets} failed (exit {built.returncode}):\n{tail}"
     return None
-
-
-def _current() -> bool:
-    return (PYTHON.exists() and STAMP.exists()
-            and STAMP.stat().st_mtime >= REQUIREMENTS.stat().st_mtime)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +137,7 @@ async def run(setup: Setup, model_url: str, otlp_endpoint: str) -> list[Asked]:
     asked. Fails with the program's stderr when it fails."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_THEIRS)}
     process = await asyncio.create_subprocess_exec(
-        str(PYTHON), "-m", f"tests.instrumentations.apps.{setup.module}", *setup.args,
+        str(setup.venv.python), "-m", f"tests.instrumentations.apps.{setup.module}", *setup.args,
         "--model-url", model_url, "--otlp-endpoint", otlp_endpoint, "--service", setup.service,
         cwd=REPO_ROOT, env=env | setup.env, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
