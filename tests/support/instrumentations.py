@@ -94,8 +94,10 @@ SETUPS = (
     Setup("openinference-openai", "openai_sdk", OPENINFERENCE),
     Setup("openinference-langchain", "langchain_rag", (*OPENINFERENCE, "--docs-in-prompt")),
     Setup("openinference-haystack", "haystack_rag"),
-    # Pydantic AI's own instrumentation, and OpenLIT on the OpenAI SDK (the second venv).
+    # Pydantic AI's own instrumentation (the documents in the instructions, or returned by a
+    # tool the model calls), and OpenLIT on the OpenAI SDK (the second venv).
     Setup("pydantic-ai", "pydantic_ai_agent"),
+    Setup("pydantic-ai-tool", "pydantic_ai_agent", ("--retrieve-tool",)),
     Setup("openlit-openai", "openlit_openai", venv=SECOND),
 )
 
@@ -156,10 +158,24 @@ async def run(setup: Setup, model_url: str, otlp_endpoint: str) -> list[Asked]:
     return asked
 
 
+def tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A ``chat.completion`` body whose one choice calls the tool ``name``."""
+    body = completion(None, MODEL, prompt_tokens=40, completion_tokens=12)
+    [choice] = body["choices"]
+    choice["finish_reason"] = "tool_calls"
+    choice["message"]["tool_calls"] = [{
+        "id": f"call_{body['id'][-12:]}", "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }]
+    return body
+
+
 class StandInModel:
     """A setup's model: a chat-completions server on loopback answering each question with its
     case's reply tagged with the setup's name (so that every trace's answer is its own across
-    setups), keeping every request (to see what a program put in its prompt)."""
+    setups), keeping every request (to see what a program put in its prompt). Offered tools, it
+    first calls the first of them with the question (``{"query": ...}``), as a model asked to
+    retrieve does, and answers once the request carries a tool's result."""
 
     def __init__(self, tag: str) -> None:
         self.tag = tag
@@ -177,6 +193,10 @@ class StandInModel:
         if isinstance(question, list):  # content parts
             question = " ".join(str(part.get("text", "")) for part in question)
         case = BY_QUESTION.get(str(question).strip())
+        tools = request.get("tools") or []
+        if case is not None and tools and not any(
+                m.get("role") == "tool" for m in request.get("messages", [])):
+            return Reply(body=tool_call(tools[0]["function"]["name"], {"query": case.question}))
         text = self.reply(case) if case is not None else "I do not know."
         return Reply(body=completion(text, MODEL, prompt_tokens=60, completion_tokens=9))
 
