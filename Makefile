@@ -11,7 +11,7 @@ KAFKA_PORT ?= 9092
 # on worker subprocesses, so three keep two cores busy (about 5.5 min against 13 serially).
 TEST_WORKERS ?= 3
 
-.PHONY: venv instrumentation-venv lint test test-unit test-integration soak kafka-start kafka-stop demo schemas helm promtool prometheus bench clean
+.PHONY: venv instrumentation-venv instrumentation-venv-2 lint test test-unit test-integration soak kafka-start kafka-stop demo schemas helm promtool prometheus bench clean
 
 venv: $(STAMP)
 
@@ -23,9 +23,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps 'llama-index-llms-openai==0.8.3'  # see pyproject
 	touch $(STAMP)
 
-# Real instrumentations (OpenTelemetry's openai-v2, OpenLLMetry) in a venv of their own, so the
-# project's dependencies do not grow: tests/integration/test_instrumentations.py runs its RAG
-# programs (tests/instrumentations/apps) with it. Seconds when its stamp is fresh.
+# Real instrumentations (OpenTelemetry's openai-v2, OpenLLMetry, OpenInference, Pydantic AI) in
+# a venv of their own, so the project's dependencies do not grow: tests/integration/
+# test_instrumentations.py runs its RAG programs (tests/instrumentations/apps) with it. Seconds
+# when its stamp is fresh.
 IVENV := .venv-instrumentations
 ISTAMP := $(IVENV)/.installed
 IREQUIREMENTS := tests/instrumentations/requirements.txt
@@ -39,14 +40,33 @@ $(ISTAMP): $(IREQUIREMENTS)
 	$(IVENV)/bin/python -m pip install --quiet -r $(IREQUIREMENTS)
 	touch $(ISTAMP)
 
+# The instrumentations whose pins conflict with the first venv's (OpenLIT: openai<3), in a
+# second one, built the same way; IAPPS2 are the programs that run in it.
+IVENV2 := .venv-instrumentations-2
+ISTAMP2 := $(IVENV2)/.installed
+IREQUIREMENTS2 := tests/instrumentations/requirements-2.txt
+IAPPS2 := tests/instrumentations/apps/openlit_openai.py
+IAPPS := $(filter-out $(IAPPS2),$(wildcard tests/instrumentations/apps/*.py))
+
+instrumentation-venv-2: $(ISTAMP2)
+
+$(ISTAMP2): $(IREQUIREMENTS2)
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH" >&2; exit 1; }
+	test -x $(IVENV2)/bin/python || $(PYTHON) -m venv $(IVENV2)
+	$(IVENV2)/bin/python -m pip install --quiet --upgrade pip
+	$(IVENV2)/bin/python -m pip install --quiet -r $(IREQUIREMENTS2)
+	touch $(ISTAMP2)
+
 lint: venv
 	$(BIN)/ruff check consumer schemas tests scripts benchmarks
 	$(BIN)/mypy consumer schemas tests scripts benchmarks
 
-# The RAG programs (pyproject's mypy `exclude`) against the venv whose instrumentations they import.
+# The RAG programs (pyproject's mypy `exclude`), each against the venv whose instrumentations
+# it imports.
 .PHONY: lint-instrumentations
-lint-instrumentations: venv instrumentation-venv
-	$(BIN)/mypy --python-executable $(IVENV)/bin/python tests/instrumentations/apps/*.py
+lint-instrumentations: venv instrumentation-venv instrumentation-venv-2
+	$(BIN)/mypy --python-executable $(IVENV)/bin/python $(IAPPS)
+	$(BIN)/mypy --python-executable $(IVENV2)/bin/python $(IAPPS2)
 
 kafka-start:
 	@KAFKA_PORT=$(KAFKA_PORT) scripts/kafka-local start
@@ -75,8 +95,8 @@ otelcol:
 	@scripts/otel-collector build
 
 # What `make test` needs besides the broker, PREPARE_JOBS at a time: the collector's first Go
-# build and the instrumentation venv's install then overlap the venv's install and lint instead
-# of running inside the tests. Each target's output is printed whole when it is done
+# build and the two instrumentation venvs' installs (lint-instrumentations needs both) then
+# overlap the venv's install and lint instead of running inside the tests. Each target's output is printed whole when it is done
 # (--output-sync). The broker starts after (its start has a timeout that a busy machine should
 # not eat into).
 PREPARE_JOBS ?= 4
@@ -128,4 +148,4 @@ dashboard: venv
 	$(BIN)/python -m scripts.dashboard
 
 clean:
-	rm -rf $(VENV) $(IVENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(IVENV) $(IVENV2) .mypy_cache .ruff_cache .pytest_cache .hypothesis

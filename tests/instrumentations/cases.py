@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 MODEL = "gpt-4o-mini"
 SYSTEM_PROMPT = "Answer the question from the documents only."
+# A program whose model retrieves through a tool: the instructions name the tool instead.
+TOOL_PROMPT = "Answer the question from the documents the retrieve tool finds only."
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,14 +1,19 @@
 """Real instrumentation output, through the real collector's traces AND logs pipelines, into Kafka,
 judged by the real worker.
 
-Six setups a team runs (``tests.support.instrumentations.SETUPS``), each a small RAG program in
-the instrumentation venv (``tests/instrumentations``, versions pinned in its requirements.txt)
-asking five questions with three documents each of the stand-in model on loopback: the
-OpenTelemetry project's ``opentelemetry-instrumentation-openai-v2`` in its three content-capture
-modes, and OpenLLMetry (traceloop) on the OpenAI SDK and on a LangChain chain with a retriever
-(the documents in the prompt, or only on the retriever's span). One collector takes all of them
-(OTLP/HTTP, ``partition_traces_by_id`` and ``partition_logs_by_trace_id`` into two topics of
-the same partition count).
+Twelve setups a team runs (``tests.support.instrumentations.SETUPS``: the ten of issue #27, the
+OpenLLMetry LangChain chain and the Pydantic AI agent twice), each a small RAG program in an
+instrumentation venv (``tests/instrumentations``, versions pinned in its requirements.txt, and
+requirements-2.txt for OpenLIT, whose pins conflict with the first's) asking five questions
+with three documents each of the stand-in model on loopback: the OpenTelemetry project's
+``opentelemetry-instrumentation-openai-v2`` in its three content-capture modes; OpenLLMetry
+(traceloop) on the OpenAI SDK and on a LangChain chain with a retriever (the documents in the
+prompt, or only on the retriever's span); OpenInference (Arize) on the OpenAI SDK, on the same
+LangChain chain and on a Haystack pipeline (BM25 retriever); Pydantic AI's own instrumentation
+(the documents in the agent's instructions, or returned by a tool the model calls); and OpenLIT
+on the OpenAI SDK. They run at once, against one collector (OTLP/HTTP,
+``partition_traces_by_id`` and ``partition_logs_by_trace_id`` into two topics of the same
+partition count).
 
 Where each setup puts the content, as read back from the topics (``WHERE``: the extractor of
 each setup, asserted for every trace below). Answer / input / documents:
@@ -34,15 +39,48 @@ each setup, asserted for every trace below). Answer / input / documents:
   where the chain pastes them into the prompt. (A ``RunnableParallel`` task span's
   ``traceloop.entity.output`` holds them too, as LangChain-serialized ``Document`` objects.)
 - The same chain with the documents not in the prompt: only the retriever span has them.
+- OpenInference, OpenAI SDK: the ``ChatCompletion`` span (``openinference.span.kind`` ``LLM``),
+  flattened ``llm.output_messages.0.message.content`` (answer) and ``llm.input_messages.N.
+  message.role`` / ``.content`` (user: input; system: the documents in the prompt); also
+  ``input.value`` / ``output.value``, the raw request and response as JSON.
+- OpenInference, LangChain (documents in the prompt): the ``ChatOpenAI`` LLM span, the same
+  ``llm.*_messages``; the outermost ``RunnableSequence`` CHAIN span has the question and the
+  answer as plain ``input.value`` / ``output.value``; documents: the ``ToyRetriever`` RETRIEVER
+  span, ``retrieval.documents.N.document.content`` (and ``.metadata``, JSON).
+- OpenInference, Haystack: the ``OpenAIChatGenerator.run`` LLM span, the same
+  ``llm.*_messages``; documents: the ``InMemoryBM25Retriever.run`` RETRIEVER span,
+  ``retrieval.documents.N.document.content`` (``.id``, ``.score``, ``.metadata``), best first
+  (not the case's order), the same order in the prompt; the outermost ``Pipeline.run`` CHAIN
+  span's ``input.value`` / ``output.value`` are the pipeline's data and result as JSON, its
+  messages Python reprs (no answer text there).
+- Pydantic AI: the ``chat gpt-4o-mini`` span (``gen_ai.operation.name`` ``chat``),
+  ``gen_ai.output.messages`` / ``gen_ai.input.messages`` (user only), the documents in
+  ``gen_ai.system_instructions`` (the agent's instructions: JSON ``[{"type", "content"}]``);
+  the ``invoke_agent answering`` span has the answer in ``final_result``, the same instructions
+  and the conversation in ``pydantic_ai.all_messages``.
+- Pydantic AI, the documents from a ``retrieve`` tool: two ``chat gpt-4o-mini`` spans, the
+  first's output a ``tool_call`` part; the ``execute_tool retrieve`` span
+  (``gen_ai.operation.name`` ``execute_tool``) has ``gen_ai.tool.call.arguments`` (the question)
+  and ``gen_ai.tool.call.result`` (JSON: the three texts); the second chat span's
+  ``gen_ai.input.messages`` carry them again as a ``user`` message's ``tool_call_response`` part
+  (``result``), its ``gen_ai.output.messages`` the answer; the instructions
+  (``gen_ai.system_instructions``) name the tool and hold no document.
+- OpenLIT, OpenAI SDK: the ``chat gpt-4o-mini`` span, ``gen_ai.output.messages`` /
+  ``gen_ai.input.messages`` (system and user) and the system message again as
+  ``gen_ai.system_instructions``; and one ``gen_ai.client.inference.operation.details`` log
+  record on that span with the same two messages attributes (OTLP arrays), body ``""``.
 
-In the two log modes the chat span carries no content at all, and each log record carries its
-chat span's trace and span ids, and no ``time_unix_nano`` (only ``observed_time_unix_nano``).
+In the two openai-v2 log modes the chat span carries no content at all. Each log record (those
+and OpenLIT's) carries its chat span's trace and span ids, and no ``time_unix_nano`` (only
+``observed_time_unix_nano``).
 The worker (``OTLP_LOGS_TOPIC``) judges each trace once with the program's answer, and the
 retriever setups with the retriever's documents (``context_source: retrieval``): one worker
 that was up while the programs ran, as in production, and one started after them (a restart,
-or a worker catching up: both topics' records are there at once). Skipped only
-where the collector can be neither built nor found cached, or the instrumentation venv can be
-neither found nor built.
+or a worker catching up: both topics' records are there at once). Two flaws of the worker are
+pinned, each marked KNOWN FLAW: a tool's documents never reach the judge
+(``TOOL_RESULT_NOT_JUDGED``), and OpenLIT's system prompt reaches it twice (``CONTEXT_TWICE``).
+Skipped only where the collector can be neither built nor found cached, or an instrumentation
+venv can be neither found nor built.
 """
 
 from __future__ import annotations
@@ -66,7 +104,7 @@ from consumer.inputs.otlp.decode import decode_otlp
 from consumer.judge.prompt import read_data
 from consumer.localjudge.server import JudgeServer
 from consumer.telemetry.spans import Span
-from tests.instrumentations.cases import CASES, context
+from tests.instrumentations.cases import CASES, SYSTEM_PROMPT, TOOL_PROMPT, context
 from tests.support import collector, genai_collector, instrumentations
 from tests.support.fake_judge import PROBE, Call, ScriptedJudge
 from tests.support.instrumentations import SETUPS, Asked, Setup, StandInModel
@@ -85,11 +123,27 @@ TRACES = len(SETUPS) * len(CASES)
 # once published fewer verdicts than traces on a loaded machine (a trace closed before its log
 # records, it seems). The worker's default is 10 s.
 QUIET_S = "2"
-RETRIEVER_SETUPS = {"openllmetry-langchain", "openllmetry-langchain-retriever"}
-LOG_SETUPS = {"openai-v2-true", "openai-v2-event-only"}
+# The setups whose retriever span holds the documents: the judge's context is theirs.
+RETRIEVER_SETUPS = {"openllmetry-langchain", "openllmetry-langchain-retriever",
+                    "openinference-langchain", "openinference-haystack"}
+RANKED = {"openinference-haystack"}  # BM25's order, best first: the case's three, reordered
+# The documents returned by a tool the model called (the prompt names the tool).
+TOOL_SETUPS = {"pydantic-ai-tool"}
+NOT_IN_PROMPT = {"openllmetry-langchain-retriever"}  # the model never saw the documents
+# The content in log records alone (the chat span has none), and every setup's log records per
+# question (OpenLIT writes its one record besides the same content on the chat span).
+LOG_ONLY = {"openai-v2-true", "openai-v2-event-only"}
+LOGS_PER_QUESTION = {"openai-v2-true": 3, "openai-v2-event-only": 1, "openlit-openai": 1}
 EXPECTED_VERDICT = {"everest": "fail"}  # [[score=1]]; every other reply passes
-CHAT_SPAN = {"openai-v2-true": "chat gpt-4o-mini", "openai-v2-event-only": "chat gpt-4o-mini",
-             "openai-v2-span-only": "chat gpt-4o-mini", "openllmetry-openai": "openai.chat"}
+# The span the answer is read from (the verdict's span_id), where the worker's precedence
+# names one span: the chat span, or the outermost GenAI span's ``output.value`` text.
+ANSWER_SPAN = {"openai-v2-true": "chat gpt-4o-mini", "openai-v2-event-only": "chat gpt-4o-mini",
+               "openai-v2-span-only": "chat gpt-4o-mini", "openllmetry-openai": "openai.chat",
+               "openinference-openai": "ChatCompletion",
+               "openinference-langchain": "RunnableSequence",
+               "openinference-haystack": "OpenAIChatGenerator.run",
+               "pydantic-ai": "chat gpt-4o-mini", "openlit-openai": "chat gpt-4o-mini"}
+CHAT_SPAN = {name: ANSWER_SPAN[name] for name in LOGS_PER_QUESTION}  # their records' span
 
 
 # ---------------------------------------------------------------------------- what arrived
@@ -122,8 +176,13 @@ class Arrived:
 
     def span(self, name: str) -> Span:
         """The one span of that name."""
-        [found] = [span for span in self.spans if span.name == name]
+        [found] = self.named(name)
         return found
+
+    def named(self, name: str) -> list[Span]:
+        """The spans of that name, in start order."""
+        return sorted((span for span in self.spans if span.name == name),
+                      key=lambda span: span.start_unix_nano)
 
     def log(self, event_name: str) -> Log:
         """The one log record of that event name."""
@@ -179,7 +238,7 @@ def _arrived(span_records: list[Any], log_records: list[Any]) -> dict[str, Arriv
 
 @pytest.fixture(scope="module")
 def tools() -> None:
-    """The collector binary and the instrumentation venv, built once or found (minutes cold)."""
+    """The collector binary and the instrumentation venvs, built once or found (minutes cold)."""
     collector.available()
     reason = instrumentations.venv_unavailable_reason()
     if reason is not None:
@@ -228,7 +287,7 @@ async def delivered(kafka: str, tools: None, models: dict[str, StandInModel],
             span_records = await genai_collector.read_records(
                 kafka, topics.traces, enough=TRACES)
             log_records = await genai_collector.read_records(
-                kafka, logs_topic, enough=2 * len(CASES), settle_s=0.5)
+                kafka, logs_topic, enough=len(LOGS_PER_QUESTION) * len(CASES), settle_s=0.5)
         yield Delivered(topics, logs_topic, asked, _arrived(span_records, log_records), models,
                         send_s, live)
         assert await live.terminate() == 0
@@ -318,13 +377,135 @@ def _langchain(trace: Arrived) -> Found:
                  str(instructions["content"]))
 
 
+def _flattened(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """OpenInference's flattened lists (``llm.input_messages.0.message.role``, ...) as one dict
+    per index, its keys what follows the index (``message.role``)."""
+    items: dict[int, dict[str, Any]] = defaultdict(dict)
+    for key, found in attributes.items():
+        if key.startswith(prefix + "."):
+            index, rest = key[len(prefix) + 1:].split(".", 1)
+            items[int(index)][rest] = found
+    return [items[index] for index in sorted(items)]
+
+
+def _openinference_messages(attributes: Mapping[str, Any], key: str,
+                            role: str) -> list[str]:
+    return [str(m["message.content"]) for m in _flattened(attributes, key)
+            if m["message.role"] == role]
+
+
+def _openinference_llm(span: Span) -> Found:
+    """An OpenInference LLM span: ``llm.input_messages`` / ``llm.output_messages``."""
+    attributes = span.attributes
+    assert attributes["openinference.span.kind"] == "LLM"
+    [answer] = _openinference_messages(attributes, "llm.output_messages", "assistant")
+    [question] = _openinference_messages(attributes, "llm.input_messages", "user")
+    [prompt] = _openinference_messages(attributes, "llm.input_messages", "system")
+    return Found(answer, question, (), prompt)
+
+
+def _openinference_retriever(span: Span) -> tuple[str, ...]:
+    """An OpenInference RETRIEVER span's ``retrieval.documents.N.document.content``."""
+    assert span.attributes["openinference.span.kind"] == "RETRIEVER"
+    return tuple(str(doc["document.content"])
+                 for doc in _flattened(span.attributes, "retrieval.documents"))
+
+
+def _openinference_openai(trace: Arrived) -> Found:
+    chat = trace.span("ChatCompletion")
+    found = _openinference_llm(chat)
+    # The raw request and response too, as JSON: no answer key in the response.
+    assert json.loads(str(chat.attributes["input.value"]))["messages"][1] == {
+        "role": "user", "content": found.question}
+    response = json.loads(str(chat.attributes["output.value"]))
+    assert response["choices"][0]["message"]["content"] == found.answer
+    return found
+
+
+def _openinference_langchain(trace: Arrived) -> Found:
+    found = _openinference_llm(trace.span("ChatOpenAI"))
+    chain = trace.span("RunnableSequence").attributes  # the outermost: plain text both ways
+    assert (chain["input.value"], chain["output.value"]) == (found.question, found.answer)
+    assert chain["openinference.span.kind"] == "CHAIN"
+    retriever = trace.span("ToyRetriever")
+    assert retriever.attributes["input.value"] == found.question
+    return replace(found, documents=_openinference_retriever(retriever))
+
+
+def _openinference_haystack(trace: Arrived) -> Found:
+    found = _openinference_llm(trace.span("OpenAIChatGenerator.run"))
+    retriever = trace.span("InMemoryBM25Retriever.run")
+    assert json.loads(str(retriever.attributes["input.value"]))["query"] == found.question
+    # The outermost span's output: the pipeline's result, its messages as Python reprs.
+    pipeline = json.loads(str(trace.span("Pipeline.run").attributes["output.value"]))
+    [reply] = pipeline["llm"]["replies"]
+    assert reply.startswith("ChatMessage(_role=<ChatRole.ASSISTANT")
+    return replace(found, documents=_openinference_retriever(retriever))
+
+
+def _pydantic_ai(trace: Arrived) -> Found:
+    chat = trace.span("chat gpt-4o-mini").attributes
+    found = _from_messages(json.loads(str(chat["gen_ai.input.messages"])),
+                           json.loads(str(chat["gen_ai.output.messages"])))
+    assert found.prompt == "", "the instructions are not among the input messages"
+    [instructions] = json.loads(str(chat["gen_ai.system_instructions"]))
+    agent = trace.span("invoke_agent answering").attributes
+    assert agent["gen_ai.operation.name"] == "invoke_agent"
+    assert agent["final_result"] == found.answer
+    assert agent["gen_ai.system_instructions"] == chat["gen_ai.system_instructions"]
+    return replace(found, prompt=str(instructions["content"]))
+
+
+def _pydantic_ai_tool(trace: Arrived) -> Found:
+    """Two chat spans: the model asks for the tool, then answers from what it returned."""
+    asking, answering = trace.named("chat gpt-4o-mini")
+    [call] = [part for message in json.loads(str(asking.attributes["gen_ai.output.messages"]))
+              for part in message["parts"]]
+    assert (call["type"], call["name"]) == ("tool_call", "retrieve")
+    tool = trace.span("execute_tool retrieve").attributes
+    assert (tool["gen_ai.operation.name"], tool["gen_ai.tool.call.id"]) == (
+        "execute_tool", call["id"])
+    documents = tuple(json.loads(str(tool["gen_ai.tool.call.result"])))
+    inputs = json.loads(str(answering.attributes["gen_ai.input.messages"]))
+    found = _from_messages(inputs, json.loads(str(answering.attributes["gen_ai.output.messages"])))
+    assert json.loads(str(tool["gen_ai.tool.call.arguments"])) == {"query": found.question}
+    # The tool's result goes back to the model in a user message (format version 5's role).
+    [response] = [part for message in inputs for part in message["parts"]
+                  if part["type"] == "tool_call_response"]
+    assert (response["id"], tuple(response["result"])) == (call["id"], documents)
+    [instructions] = json.loads(str(answering.attributes["gen_ai.system_instructions"]))
+    agent = trace.span("invoke_agent answering").attributes
+    assert agent["final_result"] == found.answer
+    return replace(found, documents=documents, prompt=str(instructions["content"]))
+
+
+def _openlit(trace: Arrived) -> Found:
+    chat = trace.span("chat gpt-4o-mini")
+    found = _span_messages("chat gpt-4o-mini")(trace)
+    [instructions] = json.loads(str(chat.attributes["gen_ai.system_instructions"]))
+    assert instructions["content"] == found.prompt, "the system message, a second time"
+    # And the same messages once more in a log record on the chat span, structured.
+    details = trace.log("gen_ai.client.inference.operation.details")
+    assert details.body == ""
+    assert (details.trace_id, details.span_id) == (chat.trace_id, chat.span_id)
+    assert _from_messages(details.attributes["gen_ai.input.messages"],
+                          details.attributes["gen_ai.output.messages"]) == found
+    return found
+
+
 WHERE: Mapping[str, Callable[[Arrived], Found]] = {
     "openai-v2-true": _openai_v2_true,
     "openai-v2-event-only": _openai_v2_event_only,
-    "openai-v2-span-only": _span_messages(CHAT_SPAN["openai-v2-span-only"]),
-    "openllmetry-openai": _span_messages(CHAT_SPAN["openllmetry-openai"]),
+    "openai-v2-span-only": _span_messages(ANSWER_SPAN["openai-v2-span-only"]),
+    "openllmetry-openai": _span_messages(ANSWER_SPAN["openllmetry-openai"]),
     "openllmetry-langchain": _langchain,
     "openllmetry-langchain-retriever": _langchain,
+    "openinference-openai": _openinference_openai,
+    "openinference-langchain": _openinference_langchain,
+    "openinference-haystack": _openinference_haystack,
+    "pydantic-ai": _pydantic_ai,
+    "pydantic-ai-tool": _pydantic_ai_tool,
+    "openlit-openai": _openlit,
 }
 CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
                 "gen_ai.prompt", "gen_ai.completion")
@@ -343,17 +524,24 @@ def test_each_setup_puts_the_content_where_the_table_says(
         found = WHERE[setup.name](trace)
         assert found.answer == a.answer
         assert found.question == a.case.question
-        if setup.name == "openllmetry-langchain-retriever":
+        if setup.name in RANKED:  # the case's three, best first
+            assert sorted(found.documents) == sorted(a.case.documents)
+        elif setup.name in RETRIEVER_SETUPS | TOOL_SETUPS:
             assert found.documents == a.case.documents
+        else:
+            assert found.documents == ()
+        if setup.name in NOT_IN_PROMPT:
             prompts = delivered.models[setup.name].prompts_for(a.case.question)
             assert prompts, "the model was asked"
             assert not any(doc in prompt for doc in a.case.documents for prompt in prompts), \
                 "the documents reach the judge only if they come from the retriever span"
-        else:
-            assert found.prompt == context(a.case)  # the documents, pasted into the prompt
-            if setup.name in RETRIEVER_SETUPS:
-                assert found.documents == a.case.documents
-        if setup.name in LOG_SETUPS:
+        elif setup.name in RANKED:  # pasted into the prompt, in the retriever's order
+            assert found.prompt == _pasted(found.documents)
+        elif setup.name in TOOL_SETUPS:  # the model got them as the tool's result
+            assert found.prompt == TOOL_PROMPT
+        else:  # pasted into the prompt
+            assert found.prompt == context(a.case)
+        if setup.name in LOG_ONLY:
             # The content is in the log records alone, each on its chat span.
             chat = trace.span(CHAT_SPAN[setup.name])
             assert not set(CONTENT_KEYS) & set(chat.attributes)
@@ -361,25 +549,33 @@ def test_each_setup_puts_the_content_where_the_table_says(
                 (a.trace_id, chat.span_id)}
             assert {log.scope for log in trace.logs} <= {
                 "opentelemetry.instrumentation.openai_v2", "opentelemetry.util.genai.handler"}
-            # Stamped only when observed: a record's time is its observed time.
-            assert all(log.time_unix_nano == 0 < log.observed_time_unix_nano
-                       for log in trace.logs)
+        elif setup.name in LOGS_PER_QUESTION:  # OpenLIT: on the chat span, and logged too
+            assert {log.scope for log in trace.logs} == {"openlit.instrumentation.openai"}
         else:
             assert trace.logs == [], "no log records where the content is on spans"
+        # Stamped only when observed: a record's time is its observed time.
+        assert all(log.time_unix_nano == 0 < log.observed_time_unix_nano for log in trace.logs)
+
+
+def _pasted(documents: Sequence[str]) -> str:
+    """The system prompt with the documents pasted in, as ``cases.context`` writes it."""
+    return SYSTEM_PROMPT + "\n\n" + "\n".join(f"- {text}" for text in documents)
 
 
 def test_log_records_are_keyed_and_partitioned_with_their_spans(delivered: Delivered) -> None:
-    log_traces = [a.trace_id for name in LOG_SETUPS for a in delivered.asked[name]]
-    assert len(log_traces) == len(LOG_SETUPS) * len(CASES)
+    log_traces = [a.trace_id for name in LOGS_PER_QUESTION for a in delivered.asked[name]]
+    assert len(log_traces) == len(LOGS_PER_QUESTION) * len(CASES)
     for trace_id in log_traces:
         trace = delivered.traces[trace_id]
         assert trace.keys == {trace_id.encode()}
         assert len(trace.span_partitions) == 1
         assert trace.log_partitions == trace.span_partitions, trace_id
-    # Three per-message records per question in `true` mode, one in `event_only`.
-    counts = {name: sum(len(delivered.traces[a.trace_id].logs) for a in delivered.asked[name])
-              for name in LOG_SETUPS}
-    assert counts == {"openai-v2-true": 3 * len(CASES), "openai-v2-event-only": len(CASES)}
+    # Three per-message records per question in `true` mode, one in `event_only`, one from
+    # OpenLIT; none from any other setup.
+    counts = {name: sum(len(delivered.traces[a.trace_id].logs) for a in asked)
+              for name, asked in delivered.asked.items()}
+    assert counts == {setup.name: LOGS_PER_QUESTION.get(setup.name, 0) * len(CASES)
+                      for setup in SETUPS}
 
 
 # ---------------------------------------------------------------------------- judged
@@ -392,6 +588,36 @@ async def test_the_live_worker_judged_every_trace_once_from_spans_and_logs(
     records = await read_all(kafka, topics.verdicts, at_least=TRACES, timeout_s=60, settle_s=1.0)
     _assert_judged(delivered, records, judge[0].calls, worker)
     assert await read_all(kafka, topics.dlq, timeout_s=1) == []
+
+
+# KNOWN FLAW of the worker, pinned for the lead (consumer/ is not this module's to change): OpenLIT
+# records the system message twice on its chat span, as ``gen_ai.system_instructions`` and as
+# the first of ``gen_ai.input.messages``, and the worker's ``llm_input`` context
+# (``consumer/telemetry/genai.py`` ``input_messages``) takes both: the judge gets the system
+# prompt, the documents in it, twice (``truncation.documents_received`` 3 where the other setups
+# with the documents in the prompt have 2). The verdict is right all the same. Once the worker
+# takes each text once, the assertion below fails: empty this then.
+CONTEXT_TWICE = {"openlit-openai"}
+
+
+async def test_the_judge_gets_each_context_text_once_but_openlits_system_prompt_twice(
+    kafka: str, delivered: Delivered, judge: tuple[ScriptedJudge, JudgeServer],
+) -> None:
+    records = await read_all(kafka, delivered.topics.verdicts, at_least=TRACES, timeout_s=60,
+                             settle_s=0.5)
+    verdicts = verdicts_by_trace(records)
+    judged_data = {data["answer"]: data for data in (
+        read_data(call.request["messages"]) for call in judge[0].calls if call.answer != PROBE)}
+    twice = set()
+    for name, asked in delivered.asked.items():
+        for a in asked:
+            [verdict] = verdicts[a.trace_id]
+            contents = [doc["content"] for doc in judged_data[a.answer]["documents"]]
+            assert verdict["truncation"]["documents_received"] == len(contents), name
+            if len(set(contents)) < len(contents):
+                twice.add(name)
+                assert contents == [context(a.case), context(a.case), a.case.question], name
+    assert twice == CONTEXT_TWICE, "KNOWN FLAW pinned: see CONTEXT_TWICE"
 
 
 async def test_a_worker_started_after_them_judges_every_trace_once_from_spans_and_logs(
@@ -409,6 +635,21 @@ async def test_a_worker_started_after_them_judges_every_trace_once_from_spans_an
         assert await worker.terminate() == 0
     _assert_judged(delivered, records, judge[0].calls[first_call:], worker)
     assert await read_all(kafka, later.dlq, timeout_s=1) == []
+
+
+# KNOWN FLAW of the worker, pinned for the lead (consumer/ is not this module's to change): a
+# model that retrieves through a tool (Pydantic AI's ``retrieve``) gets the documents as the
+# tool's result, and the worker judges the answer without them. They are on the
+# ``execute_tool retrieve`` span (``gen_ai.operation.name`` ``execute_tool``,
+# ``gen_ai.tool.call.result``: a JSON list of the three texts) and in the answering chat span's
+# ``gen_ai.input.messages`` (a ``user`` message, part ``type: tool_call_response``, ``result``);
+# the worker finds no retriever, takes the ``llm_input`` context (system and user text parts
+# only) and sends the judge the instructions and the question alone (``context_source:
+# llm_input``, ``documents_received: 2``): a real judge would find every such answer
+# unsupported. Once the worker reads a tool's result as the context, the branch of
+# ``_assert_judged`` that pins this fails: take the setup out of this set, into the documents'
+# checks, then.
+TOOL_RESULT_NOT_JUDGED = {"pydantic-ai-tool"}
 
 
 def _assert_judged(delivered: Delivered, records: list[ConsumerRecord[bytes, bytes]],
@@ -435,14 +676,20 @@ def _assert_judged(delivered: Delivered, records: list[ConsumerRecord[bytes, byt
         assert verdict["verdict"] == EXPECTED_VERDICT.get(a.case.case_id, "pass"), (name, a)
         assert verdict["assembly"]["root_seen"] is True  # the web handler's span
         trace = delivered.traces[trace_id]
-        if name in CHAT_SPAN:  # the answer's span: the chat span, its log records' own
-            assert verdict["span_id"] == trace.span(CHAT_SPAN[name]).span_id, name
+        if name in ANSWER_SPAN:  # the answer's span (the chat span: its log records' own)
+            assert verdict["span_id"] == trace.span(ANSWER_SPAN[name]).span_id, name
+        elif name in TOOL_SETUPS:  # the second chat span, the one that answered
+            assert verdict["span_id"] == trace.named("chat gpt-4o-mini")[-1].span_id, name
         else:
             assert verdict["span_id"] in {span.span_id for span in trace.spans}, name
         contents = [doc["content"] for doc in judged_data[a.answer]["documents"]]
         if name in RETRIEVER_SETUPS:
             assert verdict["context_source"] == "retrieval", (name, verdict)
-            assert contents == list(a.case.documents), name
+            # All three, once each, in the retriever span's order.
+            assert contents == list(WHERE[name](trace).documents), name
+        elif name in TOOL_RESULT_NOT_JUDGED:  # KNOWN FLAW pinned: see TOOL_RESULT_NOT_JUDGED
+            assert verdict["context_source"] == "llm_input", (name, verdict)
+            assert contents == [TOOL_PROMPT, a.case.question], name
         else:
             assert verdict["context_source"] == "llm_input", (name, verdict)
             assert all(any(doc in content for content in contents)

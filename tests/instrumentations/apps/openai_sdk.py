@@ -5,7 +5,9 @@ Traced by ``--instrumentation``:
   its content capture set by the team's environment (the test sets it):
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` and ``OTEL_SEMCONV_STABILITY_OPT_IN``;
 - ``openllmetry``: traceloop's ``opentelemetry-instrumentation-openai`` (content on by default,
-  ``TRACELOOP_TRACE_CONTENT``).
+  ``TRACELOOP_TRACE_CONTENT``);
+- ``openinference``: Arize's ``openinference-instrumentation-openai`` (content on by default,
+  ``OPENINFERENCE_HIDE_INPUTS`` / ``OPENINFERENCE_HIDE_OUTPUTS`` hide it).
 
 Runs in the instrumentation venv only (not type-checked in the project's).
 """
@@ -37,6 +39,9 @@ def instrumentor(name: str) -> Instrumentor:
     if name == "openllmetry":
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor as Traceloop
         return Traceloop()
+    if name == "openinference":
+        from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInference
+        return OpenInference()
     raise SystemExit(f"unknown instrumentation {name!r}")
 
 

@@ -1,6 +1,10 @@
-"""A LangChain RAG chain traced by OpenLLMetry (traceloop's ``opentelemetry-instrumentation-
-langchain`` and ``-openai``, instrumented as ``Traceloop.init`` does): a retriever (a
-``BaseRetriever`` finding the question's three documents) and ``ChatOpenAI``.
+"""A LangChain RAG chain: a retriever (a ``BaseRetriever`` finding the question's three
+documents) and ``ChatOpenAI``. Traced by ``--instrumentation``:
+
+- ``openllmetry``: traceloop's ``opentelemetry-instrumentation-langchain`` and ``-openai``,
+  instrumented as ``Traceloop.init`` does;
+- ``openinference``: Arize's ``openinference-instrumentation-langchain`` (its callback handler
+  traces every run: chain, retriever, prompt, LLM).
 
 ``--docs-in-prompt`` pastes the retrieved documents into the system prompt, as most RAG chains
 do; without it the model sees only the question (the documents are retrieved to be shown as
@@ -12,6 +16,7 @@ Runs in the instrumentation venv only (not type-checked in the project's).
 from __future__ import annotations
 
 import sys
+from typing import Any, Protocol
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -20,13 +25,33 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 from langchain_openai import ChatOpenAI
-from opentelemetry.instrumentation.langchain import LangchainInstrumentor
-from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 
 from tests.instrumentations import telemetry
 from tests.instrumentations.cases import BY_QUESTION, CASES, MODEL, SYSTEM_PROMPT, report
 
 DOCS_IN_PROMPT = "--docs-in-prompt"
+
+
+class Instrumentor(Protocol):
+    """What the instrumentors share (``BaseInstrumentor``)."""
+
+    def instrument(self, **kwargs: Any) -> None: ...
+
+    def uninstrument(self, **kwargs: Any) -> None: ...
+
+
+def instrumentors(name: str) -> tuple[Instrumentor, ...]:
+    """The chosen instrumentation's instrumentors, imported only when chosen."""
+    if name == "openllmetry":
+        from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+        return LangchainInstrumentor(), OpenAIInstrumentor()
+    if name == "openinference":
+        from openinference.instrumentation.langchain import (
+            LangChainInstrumentor as OpenInference,
+        )
+        return (OpenInference(),)
+    raise SystemExit(f"unknown instrumentation {name!r}")
 
 
 class ToyRetriever(BaseRetriever):
@@ -57,13 +82,17 @@ def messages(docs_in_prompt: bool) -> RunnableLambda[dict[str, object], list[Bas
 
 
 def main() -> None:
+    [flag, name] = sys.argv[1:3]
+    if flag != "--instrumentation":
+        raise SystemExit("usage: langchain_rag --instrumentation NAME [--docs-in-prompt] ...")
+    del sys.argv[1:3]
     docs_in_prompt = DOCS_IN_PROMPT in sys.argv
     if docs_in_prompt:
         sys.argv.remove(DOCS_IN_PROMPT)
     args = telemetry.arguments(__doc__ or "")
     started = telemetry.start(args)
-    instrumentors = (LangchainInstrumentor(), OpenAIInstrumentor())
-    for instrumentor in instrumentors:
+    chosen = instrumentors(name)
+    for instrumentor in chosen:
         instrumentor.instrument(tracer_provider=started.tracer_provider,
                                 logger_provider=started.logger_provider)
     llm = ChatOpenAI(model=MODEL, base_url=args.model_url, api_key="sk-fake", max_retries=0)
@@ -75,7 +104,7 @@ def main() -> None:
                 answer = chain.invoke(case.question)
             print(report(case, trace_id, answer), flush=True)
     finally:
-        for instrumentor in instrumentors:
+        for instrumentor in chosen:
             instrumentor.uninstrument()
         started.shutdown()
 
