@@ -17,6 +17,8 @@ from consumer.telemetry.spans import Attributes
 USER_ROLES = frozenset({"user", "human"})
 ASSISTANT_ROLES = frozenset({"assistant", "ai", "model"})
 SYSTEM_ROLES = frozenset({"system", "developer"})
+# A tool's result handed back to the model ("function": OpenAI's role before tools).
+TOOL_ROLES = frozenset({"tool", "function"})
 
 # Keys under which frameworks put the answer or the question in a JSON input/output value
 # (LangChain's create_retrieval_chain: {"input", "context", "answer"}; RetrievalQA: "result").
@@ -145,6 +147,15 @@ def last_message_text(messages: Sequence[Any], roles: frozenset[str]) -> str | N
 def content_text(content: Any) -> str | None:
     """A message's content: a string, or the text of its list of parts."""
     return parts_text(content) if isinstance(content, list | tuple) else text(content)
+
+
+def tool_result_texts(result: str) -> list[str]:
+    """A tool's result as the texts it returned: a JSON list of texts (a retrieval tool's
+    documents) item by item; anything else whole."""
+    data = json_value(result) if result.lstrip().startswith("[") else None
+    if isinstance(data, list) and data and all(text(item) is not None for item in data):
+        return [str(text(item)) for item in data]
+    return [result]
 
 
 def parts_text(parts: Sequence[Any]) -> str | None:

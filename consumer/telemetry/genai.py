@@ -179,13 +179,28 @@ def _json_list(value: Any) -> list[dict[str, Any]]:
 
 
 def _json_messages(value: Any) -> list[Message]:
-    """``[{"role", "parts": [...]}]`` (1.37+), or ``[{"role", "content"}]`` (the older JSON)."""
+    """``[{"role", "parts": [...]}]`` (1.37+), or ``[{"role", "content"}]`` (the older JSON).
+    A ``tool_call_response`` part is a message of its own, role ``tool``, whatever role its
+    message has (Pydantic AI sends a tool's result back in a ``user`` message)."""
     found = []
     for message in _json_list(value):
         body = content_text(message.get("parts", message.get("content")))
         role = message.get("role")
         if body is not None:
             found.append(Message(role.lower() if isinstance(role, str) else "", body))
+        found += _tool_responses(message.get("parts"))
+    return found
+
+
+def _tool_responses(parts: Any) -> list[Message]:
+    """The tool results among a message's parts: ``response`` (the conventions' name) or
+    ``result`` (Pydantic AI's), as text."""
+    found = []
+    for part in parts if isinstance(parts, list | tuple) else ():
+        if isinstance(part, dict) and part.get("type") == "tool_call_response":
+            result = json_text(part.get("response", part.get("result")))
+            if result is not None:
+                found.append(Message("tool", result))
     return found
 
 

@@ -74,11 +74,11 @@ In the two openai-v2 log modes the chat span carries no content at all. Each log
 and OpenLIT's) carries its chat span's trace and span ids, and no ``time_unix_nano`` (only
 ``observed_time_unix_nano``).
 The worker (``OTLP_LOGS_TOPIC``) judges each trace once with the program's answer, and the
-retriever setups with the retriever's documents (``context_source: retrieval``): one worker
-that was up while the programs ran, as in production, and one started after them (a restart,
-or a worker catching up: both topics' records are there at once). Two flaws of the worker are
-pinned, each marked KNOWN FLAW: a tool's documents never reach the judge
-(``TOOL_RESULT_NOT_JUDGED``), and OpenLIT's system prompt reaches it twice (``CONTEXT_TWICE``).
+retriever setups with the retriever's documents (``context_source: retrieval``), the tool
+setup with the tool's documents (the answering call's input, ``context_source: llm_input``),
+each context text once: one worker that was up while the programs ran, as in production, and
+one started after them (a restart, or a worker catching up: both topics' records are there at
+once).
 Skipped only where the collector can be neither built nor found cached, or an instrumentation
 venv can be neither found nor built.
 """
@@ -590,19 +590,13 @@ async def test_the_live_worker_judged_every_trace_once_from_spans_and_logs(
     assert await read_all(kafka, topics.dlq, timeout_s=1) == []
 
 
-# KNOWN FLAW of the worker, pinned for the lead (consumer/ is not this module's to change): OpenLIT
-# records the system message twice on its chat span, as ``gen_ai.system_instructions`` and as
-# the first of ``gen_ai.input.messages``, and the worker's ``llm_input`` context
-# (``consumer/telemetry/genai.py`` ``input_messages``) takes both: the judge gets the system
-# prompt, the documents in it, twice (``truncation.documents_received`` 3 where the other setups
-# with the documents in the prompt have 2). The verdict is right all the same. Once the worker
-# takes each text once, the assertion below fails: empty this then.
-CONTEXT_TWICE = {"openlit-openai"}
 
 
-async def test_the_judge_gets_each_context_text_once_but_openlits_system_prompt_twice(
+async def test_the_judge_gets_each_context_text_once(
     kafka: str, delivered: Delivered, judge: tuple[ScriptedJudge, JudgeServer],
 ) -> None:
+    """OpenLIT records its system prompt twice (``gen_ai.system_instructions`` and the first
+    input message): the judge gets it once, as from every other setup."""
     records = await read_all(kafka, delivered.topics.verdicts, at_least=TRACES, timeout_s=60,
                              settle_s=0.5)
     verdicts = verdicts_by_trace(records)
@@ -616,8 +610,7 @@ async def test_the_judge_gets_each_context_text_once_but_openlits_system_prompt_
             assert verdict["truncation"]["documents_received"] == len(contents), name
             if len(set(contents)) < len(contents):
                 twice.add(name)
-                assert contents == [context(a.case), context(a.case), a.case.question], name
-    assert twice == CONTEXT_TWICE, "KNOWN FLAW pinned: see CONTEXT_TWICE"
+    assert twice == set()
 
 
 async def test_a_worker_started_after_them_judges_every_trace_once_from_spans_and_logs(
@@ -637,19 +630,6 @@ async def test_a_worker_started_after_them_judges_every_trace_once_from_spans_an
     assert await read_all(kafka, later.dlq, timeout_s=1) == []
 
 
-# KNOWN FLAW of the worker, pinned for the lead (consumer/ is not this module's to change): a
-# model that retrieves through a tool (Pydantic AI's ``retrieve``) gets the documents as the
-# tool's result, and the worker judges the answer without them. They are on the
-# ``execute_tool retrieve`` span (``gen_ai.operation.name`` ``execute_tool``,
-# ``gen_ai.tool.call.result``: a JSON list of the three texts) and in the answering chat span's
-# ``gen_ai.input.messages`` (a ``user`` message, part ``type: tool_call_response``, ``result``);
-# the worker finds no retriever, takes the ``llm_input`` context (system and user text parts
-# only) and sends the judge the instructions and the question alone (``context_source:
-# llm_input``, ``documents_received: 2``): a real judge would find every such answer
-# unsupported. Once the worker reads a tool's result as the context, the branch of
-# ``_assert_judged`` that pins this fails: take the setup out of this set, into the documents'
-# checks, then.
-TOOL_RESULT_NOT_JUDGED = {"pydantic-ai-tool"}
 
 
 def _assert_judged(delivered: Delivered, records: list[ConsumerRecord[bytes, bytes]],
@@ -687,9 +667,9 @@ def _assert_judged(delivered: Delivered, records: list[ConsumerRecord[bytes, byt
             assert verdict["context_source"] == "retrieval", (name, verdict)
             # All three, once each, in the retriever span's order.
             assert contents == list(WHERE[name](trace).documents), name
-        elif name in TOOL_RESULT_NOT_JUDGED:  # KNOWN FLAW pinned: see TOOL_RESULT_NOT_JUDGED
+        elif name in TOOL_SETUPS:  # the answering call's input: the tool's result in it
             assert verdict["context_source"] == "llm_input", (name, verdict)
-            assert contents == [TOOL_PROMPT, a.case.question], name
+            assert contents == [TOOL_PROMPT, a.case.question, *a.case.documents], name
         else:
             assert verdict["context_source"] == "llm_input", (name, verdict)
             assert all(any(doc in content for content in contents)

@@ -95,7 +95,59 @@ EVENTS = [span(1, None, {OP: Ops.CHAT.value}, start=0, end=10, events=(
              "function": {"name": "calc", "arguments": "{\"x\": 1}"}}]}})}),
 ))]
 
+# Retrieval through a tool (Pydantic AI's shape): the answering call gets the tool's result back
+# in a ``user`` message's ``tool_call_response`` part, a list of texts under ``result``.
+TOOL_RETRIEVAL = [
+    chat(1, DROPPED_ROOT, start=0, end=10, question="Capital?", answer=None, **{
+        published.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "c1", "name": "retrieve", "arguments": {"q": "x"}}]}]),
+    }),
+    chat(2, DROPPED_ROOT, start=20, end=30, question="Capital?", answer="Paris.", **{
+        published.GEN_AI_INPUT_MESSAGES: json.dumps([
+            parts("user", "Capital?"),
+            {"role": "assistant", "parts": [
+                {"type": "tool_call", "id": "c1", "name": "retrieve", "arguments": {}}]},
+            {"role": "user", "parts": [{"type": "tool_call_response", "id": "c1",
+                                        "result": ["Paris is the capital.", "It is in France."]}]},
+        ]),
+    }),
+]
+
+# The conventions' own field (``response``), a result that is not a list of texts: one document.
+TOOL_RESPONSE = [chat(1, DROPPED_ROOT, start=0, end=10, question="Weather?", answer="Clear.", **{
+    published.GEN_AI_INPUT_MESSAGES: json.dumps([
+        parts("user", "Weather?"),
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1",
+                                    "response": {"sky": "clear"}}]},
+    ]),
+})]
+
+# OpenLIT: the system prompt as ``gen_ai.system_instructions`` and as the first input message.
+SYSTEM_TWICE = [chat(1, DROPPED_ROOT, start=0, end=10, question="Q?", answer="A.", **{
+    published.GEN_AI_INPUT_MESSAGES: json.dumps(
+        [parts("system", "Be brief."), parts("user", "Q?")]),
+})]
+
+# openai-v2's per-message events: a tool message's content, a JSON list of texts.
+TOOL_EVENT = [span(1, None, {OP: Ops.CHAT.value}, start=0, end=10, events=(
+    SpanEvent("gen_ai.user.message", 1, {"content": "Q?"}),
+    SpanEvent("gen_ai.tool.message", 2, {"content": '["Doc one.", "Doc two."]', "id": "t1"}),
+    SpanEvent("gen_ai.choice", 9, {genai.EVENT_CONTENT: json.dumps(
+        {"index": 0, "finish_reason": "stop", "message": {"content": "A."}})}),
+))]
+
 GENAI = [
+    pytest.param(TOOL_RETRIEVAL, {
+        "answer": "Paris.", "answer_span": sid(2), "source": "llm_input",
+        "docs": ("Be brief.", "Capital?", "Paris is the capital.", "It is in France."),
+    }, id="tool-results-are-the-answering-calls-context"),
+    pytest.param(TOOL_RESPONSE, {
+        "answer": "Clear.", "docs": ("Be brief.", "Weather?", '{"sky": "clear"}'),
+    }, id="a-tool-response-that-is-not-texts-is-one-document"),
+    pytest.param(SYSTEM_TWICE, {"docs": ("Be brief.", "Q?")},
+                 id="system-instructions-and-system-message-once"),
+    pytest.param(TOOL_EVENT, {"answer": "A.", "docs": ("Q?", "Doc one.", "Doc two.")},
+                 id="tool-message-event"),
     pytest.param(CHAT_JSON, {
         "answer": "Paris.", "answer_span": sid(1), "input": "Capital of France?",
         "source": "llm_input", "docs": ("Be brief.", "Capital of France?"),
