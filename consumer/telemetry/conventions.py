@@ -10,8 +10,8 @@ documents  the last RERANKER's output documents; else every retriever's, in star
            ``gen_ai.retrieval.documents`` items with content; OpenLLMetry's
            ``vector_db_retrieve`` output); else the documents OpenLLMetry steps returned
            (``openllmetry.py``), each text once; none with text: the answer's LLM call input
-           (system, user and tool messages: a tool's result is what the model answered
-           from), each text once
+           (the tools' results first, what the model answered from; then its system and
+           user messages, each text once)
 
 The outermost span is the one span with no ancestor among the kept spans. When several have
 none (the real root, an HTTP span, was dropped and the GenAI work under it is in pieces), no
@@ -232,26 +232,26 @@ def _retriever_documents(span: Span) -> list[Document]:
 
 def _llm_input_context(answer_span: Span | None, llm_calls: Sequence[Span],
                        by_end: Sequence[Span]) -> list[Document]:
-    """The system, user and tool messages of the call that answered (else the last-ending
-    call): the model's context when no retriever recorded documents (the prompt carries them,
-    or the tools the model called returned them), each text once (OpenLIT records the system
-    prompt both as ``gen_ai.system_instructions`` and as the first input message). A tool's
-    result that is a list of texts is one document per text."""
+    """The tool results, system and user messages of the call that answered (else the
+    last-ending call): the model's context when no retriever recorded documents (the tools
+    the model called returned them, or the prompt carries them). The tools' results come
+    first: the judge reads the first ``MAX_DOCUMENTS``, and a long conversation's turns
+    would push the evidence out. A result that is a list of documents is one document each,
+    and every result counts (two calls that returned the same are two facts); the system and
+    user texts count once each (OpenLIT records the system prompt both as
+    ``gen_ai.system_instructions`` and as the first input message)."""
     call = answer_span if answer_span is not None and is_llm_span(answer_span) else next(
         (span for span in reversed(by_end) if is_llm_span(span)), None)
     if call is None:
         return []
-    once: dict[str, Document] = {}
-    for m in _llm_input(call):
+    messages = _llm_input(call)
+    tools = [Document(content=found, metadata={"role": m.role}) for m in messages
+             if m.role in TOOL_ROLES for found in tool_result_texts(m.content)]
+    prompt: dict[str, Document] = {}
+    for m in messages:
         if m.role in SYSTEM_ROLES | USER_ROLES:
-            texts = [m.content]
-        elif m.role in TOOL_ROLES:
-            texts = tool_result_texts(m.content)
-        else:
-            continue
-        for found in texts:
-            once.setdefault(found, Document(content=found, metadata={"role": m.role}))
-    return list(once.values())
+            prompt.setdefault(m.content, Document(content=m.content, metadata={"role": m.role}))
+    return [*tools, *prompt.values()]
 
 
 def _tool_calls(ordered: Sequence[Span],

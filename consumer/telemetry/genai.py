@@ -86,7 +86,7 @@ def input_messages(span: Span) -> list[Message]:
     system = json_value(attributes.get(GEN_AI_SYSTEM_INSTRUCTIONS))
     instructions = parts_text(system) if isinstance(system, list) else None
     found = [Message("system", instructions)] if instructions else []
-    found += (_json_messages(attributes.get(GEN_AI_INPUT_MESSAGES))
+    found += (_json_messages(attributes.get(GEN_AI_INPUT_MESSAGES), tool_results=True)
               or _older(attributes, GEN_AI_PROMPT)
               or [m for event in span.events if (m := _event_message(event)) is not None])
     return found
@@ -178,17 +178,19 @@ def _json_list(value: Any) -> list[dict[str, Any]]:
     return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
 
 
-def _json_messages(value: Any) -> list[Message]:
+def _json_messages(value: Any, *, tool_results: bool = False) -> list[Message]:
     """``[{"role", "parts": [...]}]`` (1.37+), or ``[{"role", "content"}]`` (the older JSON).
-    A ``tool_call_response`` part is a message of its own, role ``tool``, whatever role its
-    message has (Pydantic AI sends a tool's result back in a ``user`` message)."""
+    ``tool_results`` (a call's input): a ``tool_call_response`` part is a message of its own,
+    role ``tool``, whatever role its message has (Pydantic AI sends a tool's result back in a
+    ``user`` message)."""
     found = []
     for message in _json_list(value):
         body = content_text(message.get("parts", message.get("content")))
         role = message.get("role")
         if body is not None:
             found.append(Message(role.lower() if isinstance(role, str) else "", body))
-        found += _tool_responses(message.get("parts"))
+        if tool_results:
+            found += _tool_responses(message.get("parts"))
     return found
 
 
@@ -198,7 +200,7 @@ def _tool_responses(parts: Any) -> list[Message]:
     found = []
     for part in parts if isinstance(parts, list | tuple) else ():
         if isinstance(part, dict) and part.get("type") == "tool_call_response":
-            result = json_text(part.get("response", part.get("result")))
+            result = json_text(part.get("response")) or json_text(part.get("result"))
             if result is not None:
                 found.append(Message("tool", result))
     return found

@@ -669,7 +669,7 @@ def _assert_judged(delivered: Delivered, records: list[ConsumerRecord[bytes, byt
             assert contents == list(WHERE[name](trace).documents), name
         elif name in TOOL_SETUPS:  # the answering call's input: the tool's result in it
             assert verdict["context_source"] == "llm_input", (name, verdict)
-            assert contents == [TOOL_PROMPT, a.case.question, *a.case.documents], name
+            assert contents == [*a.case.documents, TOOL_PROMPT, a.case.question], name
         else:
             assert verdict["context_source"] == "llm_input", (name, verdict)
             assert all(any(doc in content for content in contents)

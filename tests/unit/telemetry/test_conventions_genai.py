@@ -139,14 +139,14 @@ TOOL_EVENT = [span(1, None, {OP: Ops.CHAT.value}, start=0, end=10, events=(
 GENAI = [
     pytest.param(TOOL_RETRIEVAL, {
         "answer": "Paris.", "answer_span": sid(2), "source": "llm_input",
-        "docs": ("Be brief.", "Capital?", "Paris is the capital.", "It is in France."),
+        "docs": ("Paris is the capital.", "It is in France.", "Be brief.", "Capital?"),
     }, id="tool-results-are-the-answering-calls-context"),
     pytest.param(TOOL_RESPONSE, {
-        "answer": "Clear.", "docs": ("Be brief.", "Weather?", '{"sky": "clear"}'),
+        "answer": "Clear.", "docs": ('{"sky": "clear"}', "Be brief.", "Weather?"),
     }, id="a-tool-response-that-is-not-texts-is-one-document"),
     pytest.param(SYSTEM_TWICE, {"docs": ("Be brief.", "Q?")},
                  id="system-instructions-and-system-message-once"),
-    pytest.param(TOOL_EVENT, {"answer": "A.", "docs": ("Q?", "Doc one.", "Doc two.")},
+    pytest.param(TOOL_EVENT, {"answer": "A.", "docs": ("Doc one.", "Doc two.", "Q?")},
                  id="tool-message-event"),
     pytest.param(CHAT_JSON, {
         "answer": "Paris.", "answer_span": sid(1), "input": "Capital of France?",
@@ -199,3 +199,61 @@ def test_genai(spans: list[Span], expected: dict[str, Any]) -> None:
 ], ids=lambda value: str(value))
 def test_names_match_the_published_constants(ours: str, theirs: str) -> None:
     assert ours == theirs
+
+
+def _answering(inputs: list[dict[str, Any]], answer: str = "A.") -> Span:
+    return chat(1, DROPPED_ROOT, start=0, end=10, question="Q?", answer=answer, **{
+        published.GEN_AI_INPUT_MESSAGES: json.dumps(inputs)})
+
+
+def _tool_result(result: Any, key: str = "result") -> dict[str, Any]:
+    return {"role": "user", "parts": [{"type": "tool_call_response", "id": "c", key: result}]}
+
+
+def test_a_long_conversation_keeps_the_tool_results_among_the_first_documents() -> None:
+    """The judge reads the first MAX_DOCUMENTS (12): earlier turns must not push them out."""
+    turns = [parts("user", f"Turn {n}?") for n in range(14)]
+    mapped = map_trace([_answering([*turns, _tool_result(["Fact one.", "Fact two."])])])
+    assert mapped is not None
+    assert [d.content for d in mapped.documents[:3]] == ["Fact one.", "Fact two.", "Be brief."]
+
+
+@pytest.mark.parametrize(("result", "expected"), [
+    pytest.param([{"title": "A", "content": "Alpha."}, {"page_content": "Beta."}],
+                 ["Alpha.", "Beta."], id="objects-with-text"),
+    pytest.param(["open", "open", "closed"], ["open", "open", "closed"],
+                 id="repeated-items-all-count"),
+    pytest.param([{"id": 1}, "text"], ['[{"id": 1}, "text"]'], id="an-item-without-text"),
+    pytest.param([f"d{n}" for n in range(257)], [json.dumps([f"d{n}" for n in range(257)])],
+                 id="more-items-than-the-cap-kept-whole"),
+])
+def test_a_tool_result_list_is_split_into_its_documents(result: Any,
+                                                        expected: list[str]) -> None:
+    mapped = map_trace([_answering([parts("user", "Q?"), _tool_result(result)])])
+    assert mapped is not None
+    assert [d.content for d in mapped.documents] == [*expected, "Be brief.", "Q?"]
+
+
+def test_two_calls_with_the_same_result_are_two_documents() -> None:
+    mapped = map_trace([_answering([parts("user", "Q?"), _tool_result("Sunny, 22C"),
+                                    _tool_result("Sunny, 22C")])])
+    assert mapped is not None
+    assert [d.content for d in mapped.documents] == ["Sunny, 22C", "Sunny, 22C", "Be brief.",
+                                                     "Q?"]
+
+
+def test_a_null_response_falls_back_to_the_result() -> None:
+    part = {"type": "tool_call_response", "id": "c", "response": None, "result": "R."}
+    mapped = map_trace([_answering([parts("user", "Q?"), {"role": "tool", "parts": [part]}])])
+    assert mapped is not None
+    assert mapped.documents[0].content == "R."
+
+
+def test_a_tool_response_among_the_output_messages_is_not_read() -> None:
+    """Only a call's input holds tool results: in the output they change nothing (the
+    completion's ``output.value`` still answers when the messages hold no text)."""
+    output = json.dumps([_tool_result("Not an answer.")])
+    found = span(1, DROPPED_ROOT, {
+        OP: Ops.CHAT.value, published.GEN_AI_OUTPUT_MESSAGES: output,
+        SpanAttributes.OUTPUT_VALUE: "From output.value."}, start=0, end=10)
+    assert genai.output_messages(found) == []
