@@ -149,30 +149,6 @@ def content_text(content: Any) -> str | None:
     return parts_text(content) if isinstance(content, list | tuple) else text(content)
 
 
-# A tool's result split into more documents than this is kept whole: the judge reads the first
-# MAX_DOCUMENTS anyway, and a hostile list must not make a million of them.
-MAX_TOOL_RESULT_ITEMS = 256
-_DOCUMENT_TEXT_KEYS = ("content", "text", "page_content")
-
-
-def tool_result_texts(result: str) -> list[str]:
-    """A tool's result as the texts it returned: a JSON list (a retrieval tool's documents)
-    item by item, each a text or an object with ``content`` / ``text`` / ``page_content``;
-    anything else whole."""
-    data = json_value(result) if result.lstrip().startswith("[") else None
-    if not isinstance(data, list) or not 0 < len(data) <= MAX_TOOL_RESULT_ITEMS:
-        return [result]
-    texts = [_item_text(item) for item in data]
-    return [found for found in texts if found is not None] if all(texts) else [result]
-
-
-def _item_text(item: Any) -> str | None:
-    if isinstance(item, dict):
-        return next((found for key in _DOCUMENT_TEXT_KEYS
-                     if (found := text(item.get(key))) is not None), None)
-    return item if isinstance(item, str) and item.strip() else None
-
-
 def parts_text(parts: Sequence[Any]) -> str | None:
     """The text parts of a message's content list, joined (GenAI parts, OpenAI content): a
     JSON list, or an OTLP array (a tuple) of key-value lists."""

@@ -46,10 +46,10 @@ from consumer.telemetry.attributes import (
     USER_ROLES,
     is_object_repr,
     text,
-    tool_result_texts,
     value_text,
 )
 from consumer.telemetry.mapped_trace import ContextSource, MappedTrace, Message, ToolCall
+from consumer.telemetry.returned_documents import tool_result_documents
 from consumer.telemetry.spans import Span
 from schemas.trace import Document
 
@@ -245,8 +245,9 @@ def _llm_input_context(answer_span: Span | None, llm_calls: Sequence[Span],
     if call is None:
         return []
     messages = _llm_input(call)
-    tools = [Document(content=found, metadata={"role": m.role}) for m in messages
-             if m.role in TOOL_ROLES for found in tool_result_texts(m.content)]
+    tools = [found.model_copy(update={"metadata": {**(found.metadata or {}), "role": m.role}})
+             for m in messages if m.role in TOOL_ROLES
+             for found in tool_result_documents(m.content)]
     prompt: dict[str, Document] = {}
     for m in messages:
         if m.role in SYSTEM_ROLES | USER_ROLES:

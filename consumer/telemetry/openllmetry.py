@@ -33,7 +33,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from consumer.telemetry.attributes import json_value, looks_like_json, text
+from consumer.telemetry.attributes import json_value, text
+from consumer.telemetry.returned_documents import document
 from consumer.telemetry.spans import Span
 from schemas.trace import Document
 
@@ -76,8 +77,7 @@ def output_documents(span: Span, *, retrieved: bool) -> list[Document]:
     if output is None:
         output = json_value(span.attributes.get(GEN_AI_TASK_OUTPUT))
     items = _items(output)
-    found = [document for item in items
-             if (document := _document(item, retrieved=retrieved)) is not None]
+    found = [doc for item in items if (doc := document(item, retrieved=retrieved)) is not None]
     if not retrieved and len(found) < len(items):
         return []  # a list that is partly something else is not a retriever's result
     return found
@@ -88,35 +88,3 @@ def _items(output: Any) -> list[Any]:
         output = next((output[key] for key in _LIST_KEYS
                        if isinstance(output.get(key), list | tuple)), None)
     return list(output) if isinstance(output, list | tuple) else []
-
-
-def _document(item: Any, *, retrieved: bool) -> Document | None:
-    if isinstance(item, str) and looks_like_json(item):
-        # LlamaIndex's to_json: a node as JSON text (a text that merely opens with "[" stays)
-        item = parsed if isinstance(parsed := json_value(item), dict) else item
-    if isinstance(item, str):
-        return Document(content=item) if retrieved and text(item) is not None else None
-    if not isinstance(item, dict):
-        return None
-    kwargs = item.get("kwargs")
-    if isinstance(kwargs, dict) and "page_content" in kwargs:  # LangChain's serialised Document
-        item = kwargs
-    node = item.get("node")
-    if isinstance(node, dict):  # LlamaIndex's NodeWithScore
-        return _with_content(node, text(node.get("text")), score=item.get("score"))
-    if "page_content" in item:
-        return _with_content(item, text(item.get("page_content")))
-    if retrieved and "role" not in item:  # a message is not a document
-        return _with_content(item, text(item.get("content")) or text(item.get("text")))
-    return None
-
-
-def _with_content(item: dict[str, Any], content: str | None, score: Any = None) -> Document | None:
-    if content is None:
-        return None
-    metadata = json_value(item.get("metadata"))
-    metadata = dict(metadata) if isinstance(metadata, dict) else {}
-    if isinstance(score, int | float) and not isinstance(score, bool):
-        metadata["score"] = score
-    return Document(content=content, id=text(item.get("id") or item.get("id_")),
-                    metadata=metadata or None)

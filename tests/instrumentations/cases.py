@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 MODEL = "gpt-4o-mini"
 SYSTEM_PROMPT = "Answer the question from the documents only."
@@ -63,3 +64,13 @@ def context(case: Case) -> str:
 def report(case: Case, trace_id: str, answer: str) -> str:
     """The line a program prints for each question: what the test matches verdicts to."""
     return json.dumps({"case": case.case_id, "trace_id": trace_id, "answer": answer})
+
+
+def chat_answer(client: Any, case: Case) -> str:
+    """The case asked of an OpenAI SDK client (whichever version a venv holds), the documents
+    in the system prompt: the reply's text."""
+    reply = client.chat.completions.create(model=MODEL, messages=[
+        {"role": "system", "content": context(case)},
+        {"role": "user", "content": case.question},
+    ])
+    return str(reply.choices[0].message.content or "")

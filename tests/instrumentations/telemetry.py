@@ -7,7 +7,7 @@ Imports the OTel SDK only, so it runs (and type-checks) in both venvs.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -21,6 +21,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
+
+from tests.instrumentations.cases import CASES, Case, report
 
 FLUSH_TIMEOUT_MS = 30_000
 
@@ -85,3 +87,12 @@ def request_span(telemetry: Telemetry, question: str) -> Iterator[str]:
     }) as span:
         span.set_attribute("app.question.length", len(question))
         yield format(span.get_span_context().trace_id, "032x")
+
+
+def ask_each(telemetry: Telemetry, answer: Callable[[Case], str]) -> None:
+    """Every case's question, answered by ``answer`` inside its web request's span; a report
+    line per case on stdout, which the test reads."""
+    for case in CASES:
+        with request_span(telemetry, case.question) as trace_id:
+            reply = answer(case)
+        print(report(case, trace_id, reply), flush=True)

@@ -349,20 +349,28 @@ def _openai_v2_event_only(trace: Arrived) -> Found:
                           details.attributes["gen_ai.output.messages"])
 
 
+def _chat_messages(attributes: Mapping[str, Any]) -> Found:
+    """A chat span's ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON strings)."""
+    return _from_messages(json.loads(str(attributes["gen_ai.input.messages"])),
+                          json.loads(str(attributes["gen_ai.output.messages"])))
+
+
+def _instructions(attributes: Mapping[str, Any]) -> str:
+    """The one text of a span's ``gen_ai.system_instructions``."""
+    [instructions] = json.loads(str(attributes["gen_ai.system_instructions"]))
+    return str(instructions["content"])
+
+
 def _span_messages(span_name: str) -> Callable[[Arrived], Found]:
     def read(trace: Arrived) -> Found:
-        attributes = trace.span(span_name).attributes
-        return _from_messages(json.loads(str(attributes["gen_ai.input.messages"])),
-                              json.loads(str(attributes["gen_ai.output.messages"])))
+        return _chat_messages(trace.span(span_name).attributes)
     return read
 
 
 def _langchain(trace: Arrived) -> Found:
     chat = trace.span("ChatOpenAI.chat").attributes
-    found = _from_messages(json.loads(str(chat["gen_ai.input.messages"])),
-                           json.loads(str(chat["gen_ai.output.messages"])))
+    found = _chat_messages(chat)
     assert found.prompt == "", "the system prompt is not among the input messages"
-    [instructions] = json.loads(str(chat["gen_ai.system_instructions"]))
     retriever = trace.span("vector_db_retrieve ToyRetriever").attributes
     assert retriever["gen_ai.operation.name"] == "vector_db_retrieve"
     assert retriever["traceloop.span.kind"] == "task"
@@ -373,8 +381,7 @@ def _langchain(trace: Arrived) -> Found:
     workflow = trace.span("RunnableSequence.workflow").attributes
     assert json.loads(str(workflow["traceloop.entity.output"]))["outputs"] == found.answer
     return Found(found.answer, found.question,
-                 tuple(doc["page_content"] for doc in output["documents"]),
-                 str(instructions["content"]))
+                 tuple(doc["page_content"] for doc in output["documents"]), _instructions(chat))
 
 
 def _flattened(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -445,15 +452,13 @@ def _openinference_haystack(trace: Arrived) -> Found:
 
 def _pydantic_ai(trace: Arrived) -> Found:
     chat = trace.span("chat gpt-4o-mini").attributes
-    found = _from_messages(json.loads(str(chat["gen_ai.input.messages"])),
-                           json.loads(str(chat["gen_ai.output.messages"])))
+    found = _chat_messages(chat)
     assert found.prompt == "", "the instructions are not among the input messages"
-    [instructions] = json.loads(str(chat["gen_ai.system_instructions"]))
     agent = trace.span("invoke_agent answering").attributes
     assert agent["gen_ai.operation.name"] == "invoke_agent"
     assert agent["final_result"] == found.answer
     assert agent["gen_ai.system_instructions"] == chat["gen_ai.system_instructions"]
-    return replace(found, prompt=str(instructions["content"]))
+    return replace(found, prompt=_instructions(chat))
 
 
 def _pydantic_ai_tool(trace: Arrived) -> Found:
@@ -467,23 +472,21 @@ def _pydantic_ai_tool(trace: Arrived) -> Found:
         "execute_tool", call["id"])
     documents = tuple(json.loads(str(tool["gen_ai.tool.call.result"])))
     inputs = json.loads(str(answering.attributes["gen_ai.input.messages"]))
-    found = _from_messages(inputs, json.loads(str(answering.attributes["gen_ai.output.messages"])))
+    found = _chat_messages(answering.attributes)
     assert json.loads(str(tool["gen_ai.tool.call.arguments"])) == {"query": found.question}
     # The tool's result goes back to the model in a user message (format version 5's role).
     [response] = [part for message in inputs for part in message["parts"]
                   if part["type"] == "tool_call_response"]
     assert (response["id"], tuple(response["result"])) == (call["id"], documents)
-    [instructions] = json.loads(str(answering.attributes["gen_ai.system_instructions"]))
     agent = trace.span("invoke_agent answering").attributes
     assert agent["final_result"] == found.answer
-    return replace(found, documents=documents, prompt=str(instructions["content"]))
+    return replace(found, documents=documents, prompt=_instructions(answering.attributes))
 
 
 def _openlit(trace: Arrived) -> Found:
     chat = trace.span("chat gpt-4o-mini")
-    found = _span_messages("chat gpt-4o-mini")(trace)
-    [instructions] = json.loads(str(chat.attributes["gen_ai.system_instructions"]))
-    assert instructions["content"] == found.prompt, "the system message, a second time"
+    found = _chat_messages(chat.attributes)
+    assert _instructions(chat.attributes) == found.prompt, "the system message, a second time"
     # And the same messages once more in a log record on the chat span, structured.
     details = trace.log("gen_ai.client.inference.operation.details")
     assert details.body == ""

@@ -28,7 +28,7 @@ from haystack.utils import Secret
 from openinference.instrumentation.haystack import HaystackInstrumentor
 
 from tests.instrumentations import telemetry
-from tests.instrumentations.cases import CASES, MODEL, SYSTEM_PROMPT, report
+from tests.instrumentations.cases import CASES, MODEL, SYSTEM_PROMPT, Case
 
 # The documents listed as ``cases.context`` lists them, in the retriever's order.
 TEMPLATE = [
@@ -63,15 +63,16 @@ def main() -> None:
     instrumentor.instrument(tracer_provider=started.tracer_provider)
     rag = pipeline(args.model_url)
     try:
-        for case in CASES:
-            with telemetry.request_span(started, case.question) as trace_id:
-                result = rag.run({
-                    "retriever": {"query": case.question, "filters": {
-                        "field": "meta.case", "operator": "==", "value": case.case_id}},
-                    "prompt_builder": {"question": case.question},
-                })
+        def answer(case: Case) -> str:
+            result = rag.run({
+                "retriever": {"query": case.question, "filters": {
+                    "field": "meta.case", "operator": "==", "value": case.case_id}},
+                "prompt_builder": {"question": case.question},
+            })
             [reply] = result["llm"]["replies"]
-            print(report(case, trace_id, reply.text or ""), flush=True)
+            return str(reply.text or "")
+
+        telemetry.ask_each(started, answer)
     finally:
         instrumentor.uninstrument()
         started.shutdown()

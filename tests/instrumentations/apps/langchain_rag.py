@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnableP
 from langchain_openai import ChatOpenAI
 
 from tests.instrumentations import telemetry
-from tests.instrumentations.cases import BY_QUESTION, CASES, MODEL, SYSTEM_PROMPT, report
+from tests.instrumentations.cases import BY_QUESTION, MODEL, SYSTEM_PROMPT
 
 DOCS_IN_PROMPT = "--docs-in-prompt"
 
@@ -99,10 +99,7 @@ def main() -> None:
     chain = (RunnableParallel(documents=ToyRetriever(), question=RunnablePassthrough())
              | messages(docs_in_prompt) | llm | StrOutputParser())
     try:
-        for case in CASES:
-            with telemetry.request_span(started, case.question) as trace_id:
-                answer = chain.invoke(case.question)
-            print(report(case, trace_id, answer), flush=True)
+        telemetry.ask_each(started, lambda case: str(chain.invoke(case.question)))
     finally:
         for instrumentor in chosen:
             instrumentor.uninstrument()

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import openai
 
 from tests.instrumentations import telemetry
-from tests.instrumentations.cases import CASES, MODEL, context, report
+from tests.instrumentations.cases import chat_answer
 
 
 class Instrumentor(Protocol):
@@ -57,13 +57,7 @@ def main() -> None:
                       logger_provider=started.logger_provider)
     client = openai.OpenAI(base_url=args.model_url, api_key="sk-fake", max_retries=0)
     try:
-        for case in CASES:
-            with telemetry.request_span(started, case.question) as trace_id:
-                reply = client.chat.completions.create(model=MODEL, messages=[
-                    {"role": "system", "content": context(case)},
-                    {"role": "user", "content": case.question},
-                ])
-            print(report(case, trace_id, reply.choices[0].message.content or ""), flush=True)
+        telemetry.ask_each(started, lambda case: chat_answer(client, case))
     finally:
         client.close()
         chosen.uninstrument()

@@ -17,7 +17,7 @@ import openai
 import openlit  # type: ignore[import-untyped]  # it ships no py.typed
 
 from tests.instrumentations import telemetry
-from tests.instrumentations.cases import CASES, MODEL, context, report
+from tests.instrumentations.cases import chat_answer
 
 PRICING = Path(__file__).resolve().parents[1] / "openlit-pricing.json"
 
@@ -28,13 +28,7 @@ def main() -> None:
     openlit.init(service_name=args.service, disable_metrics=True, pricing_json=str(PRICING))
     client = openai.OpenAI(base_url=args.model_url, api_key="sk-fake", max_retries=0)
     try:
-        for case in CASES:
-            with telemetry.request_span(started, case.question) as trace_id:
-                reply = client.chat.completions.create(model=MODEL, messages=[
-                    {"role": "system", "content": context(case)},
-                    {"role": "user", "content": case.question},
-                ])
-            print(report(case, trace_id, reply.choices[0].message.content or ""), flush=True)
+        telemetry.ask_each(started, lambda case: chat_answer(client, case))
     finally:
         client.close()
         started.shutdown()

@@ -20,7 +20,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from tests.instrumentations import telemetry
-from tests.instrumentations.cases import CASES, MODEL, TOOL_PROMPT, Case, context, report
+from tests.instrumentations.cases import MODEL, TOOL_PROMPT, Case, context
 
 RETRIEVE_TOOL = "--retrieve-tool"
 
@@ -61,10 +61,8 @@ def main() -> None:
     answering = agent(args.model_url, InstrumentationSettings(
         tracer_provider=started.tracer_provider), retrieve_tool)
     try:
-        for case in CASES:
-            with telemetry.request_span(started, case.question) as trace_id:
-                result = answering.run_sync(case.question, deps=case)
-            print(report(case, trace_id, result.output), flush=True)
+        telemetry.ask_each(
+            started, lambda case: str(answering.run_sync(case.question, deps=case).output))
     finally:
         started.shutdown()
 
