@@ -237,7 +237,8 @@ def _verdicts(args: argparse.Namespace) -> int:
     from consumer.tail.display import JsonLines, LiveTable
     from consumer.tail.selection import Selection
 
-    settings = _settings(require_threshold=False, kafka=True)
+    # On a terminal only warnings are logged: info lines would push the table around.
+    settings = _settings(progress_bar=True, require_threshold=False, kafka=True)
     request = VerdictsRequest(Selection.of(args.rule, args.verdict, args.trace_id),
                               from_beginning=args.from_beginning, limit=args.limit,
                               until_end=args.until_end)

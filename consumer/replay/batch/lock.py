@@ -61,12 +61,16 @@ def state_lock(state_path: Path) -> Iterator[Path]:
                 f"{state_path} is being replayed by {_holder(fd)}: wait for that run to end "
                 "(or stop it), then run this command again to resume"
             ) from None
-        # Step 1: the lock is ours. Step 2: our name replaces the last holder's.
+        # Step 1: the lock is ours. Step 2: our name replaces the last holder's (a killed
+        # one's stays until then). Step 3, at the end: our name goes, then the lock.
         os.ftruncate(fd, 0)
         started = datetime.now(UTC).isoformat(timespec="seconds")
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {started}\n".encode(),
                   0)
-        yield path
+        try:
+            yield path
+        finally:
+            os.ftruncate(fd, 0)
     finally:
         os.close(fd)  # releases the lock (as the process's end would)
 

@@ -47,7 +47,7 @@ def test_the_lock_is_released_with_the_block_and_the_file_stays(tmp_path: Path) 
         pass
     with state_lock(state):
         assert lock_path(state).read_text().startswith(f"pid {os.getpid()} on ")
-    assert lock_path(state).exists()
+    assert lock_path(state).read_text() == "", "the file stays, without a holder"
 
 
 def test_a_holder_killed_leaves_no_stale_lock(tmp_path: Path) -> None:
