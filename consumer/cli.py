@@ -242,8 +242,9 @@ def _verdicts(args: argparse.Namespace) -> int:
     request = VerdictsRequest(Selection.of(args.rule, args.verdict, args.trace_id),
                               from_beginning=args.from_beginning, limit=args.limit,
                               until_end=args.until_end)
-    display: JsonLines | LiveTable = (JsonLines(sys.stdout) if args.json or not sys.stdout.isatty()
-                        else LiveTable(f"verdicts on {settings.verdicts_topic}"))
+    as_json = args.json or not sys.stdout.isatty()
+    display: JsonLines | LiveTable = (
+        JsonLines(sys.stdout) if as_json else LiveTable(f"verdicts on {settings.verdicts_topic}"))
     try:
         with display:
             ended = asyncio.run(follow_verdicts(settings, request, display))
