@@ -105,6 +105,8 @@ class Settings(BaseSettings):
     judge_cache_size: int = Field(default=10_000, ge=0)
     judge_price_input_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     judge_price_output_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    # The fleet's judge spend per UTC day (cost/daily_budget.py), read from VERDICTS_TOPIC.
+    judge_budget_usd_per_day: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     health_port: int = Field(default=8080, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -199,7 +201,8 @@ class Settings(BaseSettings):
 
     @field_validator("judge_price_input_per_million", "judge_price_output_per_million",
                      "groundedness_sample_rate", "missing_citation_sample_rate",
-                     "answered_without_tool_sample_rate", mode="before")
+                     "answered_without_tool_sample_rate", "judge_budget_usd_per_day",
+                     mode="before")
     @classmethod
     def _blank_number_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -221,6 +224,15 @@ class Settings(BaseSettings):
                 "JUDGE_PRICE_INPUT_PER_MILLION and JUDGE_PRICE_OUTPUT_PER_MILLION go together: "
                 "set both (USD per million tokens) or neither"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _budget_needs_prices(self) -> Settings:
+        # Without prices no verdict carries a cost, and the budget would never be reached.
+        if self.judge_budget_usd_per_day is not None and self.judge_price_input_per_million is None:
+            raise ValueError(
+                "JUDGE_BUDGET_USD_PER_DAY needs JUDGE_PRICE_INPUT_PER_MILLION and "
+                "JUDGE_PRICE_OUTPUT_PER_MILLION: the spend is counted from each verdict's cost")
         return self
 
     @field_validator("citation_pattern", mode="before")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.cost.daily_budget import DailyBudget
 from consumer.cost.judge_cache import JudgeCache
 from consumer.cost.pricing import Prices
 from consumer.errors import ConfigError
@@ -37,6 +38,7 @@ from consumer.kafka.partitions import Partition
 from consumer.ops import metrics
 from consumer.pipeline.delivery.sink import KafkaVerdictSink, OutcomeTopics, VerdictSink
 from consumer.pipeline.delivery.transactional import TransactionalSink
+from consumer.pipeline.fleet_spend import FleetSpend
 from consumer.pipeline.pipeline import Commit, PipelineConfig
 from consumer.pipeline.progress import Commitment, Progress, decode
 from consumer.rules.base import DeterministicRule, JudgedRule
@@ -80,12 +82,24 @@ def make_judge(settings: Settings) -> OpenAIJudge:
     )
 
 
-def make_evaluator(settings: Settings, judge: Judge | None = None) -> Evaluator:
+def make_evaluator(settings: Settings, judge: Judge | None = None,
+                   budget: DailyBudget | None = None) -> Evaluator:
     """Judge (``make_judge`` unless given), threshold, limits, answer cache and prices from
-    the settings."""
+    the settings; ``budget``: the worker's daily one (``make_budget``)."""
     return Evaluator(judge or make_judge(settings), settings.threshold, limits(settings),
                      secrets=settings.secrets(), cache=JudgeCache(settings.judge_cache_size),
-                     prices=prices(settings))
+                     prices=prices(settings), budget=budget)
+
+
+def make_budget(settings: Settings) -> tuple[DailyBudget, FleetSpend] | None:
+    """``JUDGE_BUDGET_USD_PER_DAY``, when set and the judge runs: the budget, and the reader
+    of ``VERDICTS_TOPIC`` that tells it the fleet's spend today (outside any group)."""
+    cap = settings.judge_budget_usd_per_day
+    if cap is None or not settings.judging:
+        return None
+    budget = DailyBudget(cap, settings.judge_max_concurrency)
+    reader = new_consumer(settings, f"{settings.consumer_group}-budget", None)
+    return budget, FleetSpend(reader, settings.verdicts_topic, budget)
 
 
 def prices(settings: Settings) -> Prices | None:
@@ -95,7 +109,8 @@ def prices(settings: Settings) -> Prices | None:
 
 
 def make_rules(settings: Settings, judge: Judge | None = None, *,
-               names: Sequence[str] | None = None, select: bool = True) -> RuleSet:
+               names: Sequence[str] | None = None, select: bool = True,
+               budget: DailyBudget | None = None) -> RuleSet:
     """The rules of ``RULES`` (or ``names``), in order: with ``groundedness``, the evaluator
     (``make_judge`` unless given: refuses without ``OPENAI_API_KEY``); without it, no judge
     and no key. ``select``: each rule's filter and sample rate choose the traces it looks at
@@ -105,7 +120,8 @@ def make_rules(settings: Settings, judge: Judge | None = None, *,
                           secrets=tuple(settings.secrets()))
     checks = {rule.name: rule for rule in build_rules(names, options)}
     rules: list[JudgedRule | DeterministicRule] = [
-        Groundedness(make_evaluator(settings, judge)) if name == GROUNDEDNESS else checks[name]
+        Groundedness(make_evaluator(settings, judge, budget)) if name == GROUNDEDNESS
+        else checks[name]
         for name in names
     ]
     metrics.expect_rules(names)

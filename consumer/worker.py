@@ -39,7 +39,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     """Run until ``stop`` is set, then drain and return; without ``stop``, until SIGTERM."""
     # Raises ConfigError without an API key, when groundedness is among the rules.
     judge = wiring.make_judge(settings) if settings.judging else None
-    rules = wiring.make_rules(settings, judge)
+    spend = wiring.make_budget(settings)  # JUDGE_BUDGET_USD_PER_DAY: the fleet's, today
+    rules = wiring.make_rules(settings, judge, budget=spend[0] if spend else None)
     if stop is None:
         stop = asyncio.Event()
         wiring.install_signal_handlers(stop)
@@ -80,12 +81,19 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     # Meanwhile, Kafka connects.
     preflights = [asyncio.create_task(judge.preflight())] if judge is not None else []
     restore_handler = quiet_fenced_futures(asyncio.get_running_loop())
+    following: asyncio.Task[None] | None = None
     try:
         await health.start(settings.health_port)
         if producer is not None and not await wiring.start(producer, settings, "producer", stop):
             return
         if not await wiring.start(consumer, settings, "consumer", stop):
             return
+        if spend is not None:  # the day's spend known before the first call
+            if not await wiring.start(spend[1].reader, settings, "budget reader", stop):
+                return
+            if not await spend[1].catch_up(stop):
+                return
+            following = asyncio.create_task(spend[1].follow(stop))
         if counts is not None:  # before joining: a group dealt such topics splits traces
             if not await copartitioned.wait_for(consumer, topics, stop):
                 return
@@ -95,6 +103,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         await pipeline.run(stop)
     finally:
         await health.close()
+        if following is not None:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+        if spend is not None:
+            await spend[1].close()
         if ownership is not None:
             await ownership.close()  # before the consumer: its stop waits for rebalances
         await _stop_consumer(consumer)

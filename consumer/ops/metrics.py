@@ -13,6 +13,7 @@ values known in advance start at 0, so rates and ratios exist before the first e
 | ``groundedness_judge_retries_total`` | counter | pipeline (attempts beyond the first) |
 | ``groundedness_judge_cache_hits_total`` | counter | pipeline (a verdict from a reused answer) |
 | ``groundedness_judge_cost_usd_total`` | counter | pipeline (with JUDGE_PRICE_* set) |
+| ``groundedness_budget_remaining_usd`` | gauge | cost: the daily budget less today's spend |
 | ``groundedness_in_flight`` | gauge | pipeline (records between fetch and commit) |
 | ``groundedness_consumer_lag{topic,partition}`` | gauge | health watch, every few seconds |
 | ``groundedness_circuit_open`` | gauge | circuit breaker (1 while the judge is down) |
@@ -56,7 +57,8 @@ SKIPPED = _counter(
     "groundedness_skipped",
     "Traces a rule gave no verdict, by rule and reason: empty_output, no_answer_found (spans "
     "whose LLM calls recorded no answer anywhere), filtered (<RULE>_FILTER, else "
-    "TRACE_FILTER), sampled_out (<RULE>_SAMPLE_RATE, else SAMPLE_RATE for the judge).",
+    "TRACE_FILTER), sampled_out (<RULE>_SAMPLE_RATE, else SAMPLE_RATE for the judge), budget "
+    "(JUDGE_BUDGET_USD_PER_DAY spent: no judge call).",
     "rule", "reason",
 )
 DEAD_LETTERS = _counter("groundedness_dead_letters", "Records dead-lettered as undecodable.")
@@ -77,6 +79,19 @@ JUDGE_COST = _counter(
     "USD spent on the judge, from its reported tokens and JUDGE_PRICE_*_PER_MILLION.",
 )
 IN_FLIGHT = _gauge("groundedness_in_flight", "Records between fetch and commit.")
+_budget_remaining: list[Gauge] = []
+
+
+def budget_remaining() -> Gauge:
+    """The daily budget's gauge, registered by the first budget: a worker without
+    JUDGE_BUDGET_USD_PER_DAY exports no such series (its 0 would say the budget is spent)."""
+    if not _budget_remaining:
+        _budget_remaining.append(_gauge(
+            "groundedness_budget_remaining_usd",
+            "JUDGE_BUDGET_USD_PER_DAY less the fleet's judge spend today (UTC) as this replica "
+            "knows it (the results topic, and its own calls not yet read back); at or below 0, "
+            "no judge calls."))
+    return _budget_remaining[0]
 CONSUMER_LAG = _gauge(
     "groundedness_consumer_lag",
     "Records of an assigned partition not yet fetched: end offset (last stable offset, as "
@@ -181,7 +196,7 @@ def expect_rules(rules: Iterable[str]) -> None:
     for rule in rules:
         for verdict in ("pass", "fail", "error"):
             VERDICTS.labels(rule, verdict)
-        for reason in ("empty_output", "no_answer_found", "filtered", "sampled_out"):
+        for reason in ("empty_output", "no_answer_found", "filtered", "sampled_out", "budget"):
             SKIPPED.labels(rule, reason)
 
 for _kind in ("prompt", "completion"):

@@ -12,7 +12,9 @@ chooses the traces it looks at (``filtered``), and its sample rate, by a hash of
 salted by the rule, those it gives a verdict (``sampled_out``). A rule that does not apply to
 a trace leaves nothing out. A trace without an answer gets no verdict from any rule
 (``empty_output``; from spans whose LLM calls recorded no answer at all,
-``no_answer_found``).
+``no_answer_found``). Once the fleet's judge spend today reaches ``JUDGE_BUDGET_USD_PER_DAY``
+(``cost/daily_budget.py``) the judge is not called: ``budget``, while the deterministic rules
+go on.
 
 A deterministic rule that raises on one trace (a bug) gives that trace an ``error`` verdict
 of type ``internal_error`` for that rule alone: the trace's other verdicts are still due, and
@@ -29,6 +31,7 @@ from typing import Literal, cast, get_args
 
 import structlog
 
+from consumer.cost.daily_budget import OverBudget
 from consumer.cost.rule_selection import EVERY_TRACE, Selection
 from consumer.judge.result import TraceFailed
 from consumer.redaction import known_secrets
@@ -48,7 +51,8 @@ INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a
 # Why a rule gave a trace no verdict: the reason of groundedness_skipped_total{rule}.
 # no_answer_found: a trace from spans whose LLM calls recorded no answer anywhere (set by the
 # span path, ``pipeline/traces.py``; an empty one is empty_output).
-Skip = Literal["empty_output", "no_answer_found", "filtered", "sampled_out"]
+# budget: JUDGE_BUDGET_USD_PER_DAY was spent when the judge was to be called.
+Skip = Literal["empty_output", "no_answer_found", "filtered", "sampled_out", "budget"]
 SKIPS: tuple[Skip, ...] = get_args(Skip)
 # The reasons that are the trace's, not a rule's choice: every rule skips it for them.
 TRACE_WIDE: frozenset[Skip] = frozenset({"empty_output", "no_answer_found"})
@@ -123,13 +127,26 @@ class RuleSet:
         }
         judged = [cast(JudgedRule, rule) for rule in chosen if rule.name not in self._checks]
         if len(judged) == 1:  # the usual case: no task to make for one call
-            found[judged[0].name] = await judged[0].evaluate(trace, origin, source)
-        elif judged:
-            for rule, evaluation in zip(judged, await asyncio.gather(
-                    *(rule.evaluate(trace, origin, source) for rule in judged)), strict=True):
-                found[rule.name] = evaluation
+            answers = [await self._judge(judged[0], trace, source, origin)]
+        else:
+            answers = await asyncio.gather(
+                *(self._judge(rule, trace, source, origin) for rule in judged))
+        for rule, answer in zip(judged, answers, strict=True):
+            if answer is None:
+                skipped[rule.name] = "budget"
+            else:
+                found[rule.name] = answer
         return RuleResults([found[rule.name] for rule in self._rules if rule.name in found],
                            skipped)
+
+    @staticmethod
+    async def _judge(rule: JudgedRule, trace: TraceEvent, source: Source | None,
+                     origin: TraceOrigin | None) -> Evaluation | None:
+        """The judged rule's verdict; None when today's judge budget is spent."""
+        try:
+            return await rule.evaluate(trace, origin, source)
+        except OverBudget:
+            return None
 
     def skip_all(self, reason: Skip) -> RuleResults:
         """No verdict from any rule, for a reason that is the trace's (``TRACE_WIDE``)."""

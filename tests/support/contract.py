@@ -56,6 +56,7 @@ CONTRACT_VARS = frozenset(
         "JUDGE_CACHE_SIZE",
         "JUDGE_PRICE_INPUT_PER_MILLION",
         "JUDGE_PRICE_OUTPUT_PER_MILLION",
+        "JUDGE_BUDGET_USD_PER_DAY",
         "VERDICT_EVENTS",
     }
 )

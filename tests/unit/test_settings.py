@@ -18,7 +18,7 @@ PER_RULE_VARIABLES = tuple(f"{rule}_{control}" for rule in (
     "SAMPLE_RATE", "FILTER"))
 COST_VARIABLES = ("SAMPLE_RATE", "TRACE_FILTER", "JUDGE_CACHE_SIZE",
                   "JUDGE_PRICE_INPUT_PER_MILLION", "JUDGE_PRICE_OUTPUT_PER_MILLION",
-                  *PER_RULE_VARIABLES)
+                  "JUDGE_BUDGET_USD_PER_DAY", *PER_RULE_VARIABLES)
 
 
 @pytest.fixture(autouse=True)
@@ -369,6 +369,19 @@ def test_a_bad_rule_selection_is_refused_naming_its_variable(
     monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=says):
+        load_settings()
+
+
+def test_a_budget_needs_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("JUDGE_BUDGET_USD_PER_DAY", "20")
+    with pytest.raises(ConfigError, match="JUDGE_BUDGET_USD_PER_DAY needs JUDGE_PRICE_INPUT"):
+        load_settings()
+    monkeypatch.setenv("JUDGE_PRICE_INPUT_PER_MILLION", "0.15")
+    monkeypatch.setenv("JUDGE_PRICE_OUTPUT_PER_MILLION", "0.60")
+    assert load_settings().judge_budget_usd_per_day == 20.0
+    monkeypatch.setenv("JUDGE_BUDGET_USD_PER_DAY", "0")
+    with pytest.raises(ConfigError, match="JUDGE_BUDGET_USD_PER_DAY"):
         load_settings()
 
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
+from consumer.cost.daily_budget import DailyBudget
+from consumer.cost.judge_cache import JudgeCache
+from consumer.cost.pricing import Prices
 from consumer.cost.rule_selection import Selection
 from consumer.cost.sampling import sampled
 from consumer.cost.trace_filter import compile_filter
@@ -273,3 +277,33 @@ async def test_a_rule_left_unselected_takes_every_trace() -> None:
     found = await rules.evaluate(_trace(retrieved_documents=DOCS))
     assert found.skipped == {}
     assert [e.verdict.rule for e in found.evaluations] == ["missing_citation"]
+
+
+async def test_over_the_daily_budget_the_judge_is_not_called_and_the_other_rules_go_on() -> None:
+    """While a call is in flight at its estimate the cap is reached: the next trace gets no
+    groundedness verdict (``budget``) but its missing_citation one; once the call is answered
+    (here at no cost) judging resumes; a cached answer needs no budget."""
+    judge = GatedJudge()
+    budget = DailyBudget(0.01)
+    evaluator = Evaluator(judge, 0.5, Limits(), prices=Prices(1_000.0, 1_000.0), budget=budget,
+                          cache=JudgeCache(10))
+    rules = RuleSet([Groundedness(evaluator), MissingCitation()])
+    first = asyncio.create_task(rules.evaluate(_trace(trace_id="a", retrieved_documents=DOCS)))
+    for _ in range(10):  # the task runs to the judge's gate in a few steps
+        await asyncio.sleep(0)
+    assert judge.started == [CITED]
+    assert budget.spent_usd > 0.01, "counted at its estimate from the start"
+    other = _trace("Another answer [1].", trace_id="b", retrieved_documents=DOCS)
+    refused = await rules.evaluate(other)
+    assert refused.skipped == {"groundedness": "budget"}
+    assert [e.verdict.rule for e in refused.evaluations] == ["missing_citation"]
+    assert refused.left_out() == {"budget": 1}
+    judge.open(CITED)
+    assert [e.verdict.rule for e in (await first).evaluations] == [
+        "groundedness", "missing_citation"]
+    assert budget.spent_usd == 0.0, "answered without usage: nothing spent"
+    budget.seen("someone-else", 1.0, int(time.time() * 1000))  # the fleet spent the day's
+    again = await rules.evaluate(_trace(trace_id="c", retrieved_documents=DOCS))
+    assert [e.verdict.rule for e in again.evaluations] == ["groundedness", "missing_citation"]
+    assert again.evaluations[0].verdict.cached is True, "a cache hit costs nothing: allowed"
+    assert judge.started == [CITED]
