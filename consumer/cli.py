@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -23,6 +24,7 @@ from consumer.ops.collector import tune_collector
 from consumer.ops.logs import configure_logging
 from consumer.ops.progress import interactive
 from consumer.settings import Settings, load_settings, lookalike_variables
+from consumer.settings_help import settings_help
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
@@ -46,14 +48,27 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="groundedness", description="Judge whether LLM answers are grounded in their sources."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="consume TRACES_TOPIC and publish verdicts")
+    run = commands.add_parser(
+        "run", help="consume TRACES_TOPIC and publish verdicts",
+        description="The worker: consume TRACES_TOPIC, publish a verdict per trace and rule\n"
+                    "to VERDICTS_TOPIC (undecodable records to DLQ_TOPIC); SIGTERM drains and\n"
+                    "exits 0. It takes no options: the environment configures it.",
+        epilog=settings_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.set_defaults(command=_run)
 
-    local = commands.add_parser("local-judge", help="serve the offline heuristic judge")
-    local.add_argument("--host", default="127.0.0.1")
-    local.add_argument("--port", type=int, default=8000)
+    local = commands.add_parser(
+        "local-judge", help="serve the offline heuristic judge",
+        description="The offline heuristic judge behind the OpenAI chat-completions API, for "
+                    "demos and tests: no key, no network.")
+    local.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: %(default)s; 0.0.0.0 for every "
+                            "interface)")
+    local.add_argument("--port", type=_port, default=8000,
+                       help="port to listen on (default: %(default)s; 0 for any free one); "
+                            "point the worker at it with OPENAI_BASE_URL=http://HOST:PORT/v1")
     local.add_argument("--requests-per-minute", type=_positive, metavar="N",
                        help="answer as an account limited to N requests a minute would: "
                             "429s and x-ratelimit-* headers (default: no limit)")
@@ -119,8 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                                "with labels per rule (pass, fail, not_applicable), as "
                                "consumer/data/rules-sample.jsonl, each rule of RULES measured "
                                "against its labels")
-    evaluate.add_argument("--json", type=Path, required=True, metavar="PATH",
-                          help="write the metrics here")
+    evaluate.add_argument("--json", type=Path, metavar="PATH",
+                          help="also write the metrics here, as JSON (the table is printed "
+                               "either way)")
     evaluate.add_argument("--plot", type=Path, metavar="PATH.png",
                           help="draw the score distribution per label (needs matplotlib)")
     evaluate.set_defaults(command=_eval)
@@ -160,6 +176,23 @@ def _local_judge(args: argparse.Namespace) -> int:
 
     serve(args.host, args.port, args.requests_per_minute, args.tokens_per_minute)
     return 0
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("groundedness-worker")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown (not installed)"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number, 0 to 65535, not {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -237,7 +270,8 @@ def _eval(args: argparse.Namespace) -> int:
     rows = read_dataset(args.dataset, dataset_format)
     report = asyncio.run(evaluate_dataset(settings, rows, BENCHMARKS.get(dataset_format)))
     report["dataset"] = str(args.dataset)
-    _write_json(args.json, report)
+    if args.json is not None:
+        _write_json(args.json, report)
     Console().print(eval_table(report, str(args.dataset)))
     if "benchmark" in report:
         Console().print(benchmark_table(report))
@@ -257,7 +291,8 @@ def _eval_rules(args: argparse.Namespace) -> int:
     rows = read_rule_dataset(args.dataset)
     report = asyncio.run(evaluate_rules(settings, rows))
     report["dataset"] = str(args.dataset)
-    _write_json(args.json, report)
+    if args.json is not None:
+        _write_json(args.json, report)
     for table in rules_tables(report, str(args.dataset)):
         Console().print(table)
     return 0
