@@ -23,6 +23,8 @@ from consumer.jsonl import decode_text, read_text
 from consumer.ops.collector import tune_collector
 from consumer.ops.logs import configure_logging
 from consumer.ops.progress import interactive
+from consumer.samples import DEFAULT as DEFAULT_SAMPLE
+from consumer.samples import SAMPLES, print_sample
 from consumer.settings import Settings, load_settings, lookalike_variables
 from consumer.settings_help import settings_help
 
@@ -112,10 +114,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE",
                        help="one JSON document or JSON lines; - for stdin")
     check.add_argument("--format", dest="file_format", default="auto",
-                       choices=("auto", *file_formats()),
-                       help="trace events, or OTLP JSON spans (TracesData, one per line or one "
-                            "document) assembled into traces; auto (the default): OTLP JSON "
-                            "when the first JSON object has resourceSpans")
+                       choices=("auto", *file_formats(), "labelled"),
+                       help="trace events, OTLP JSON spans (TracesData, one per line or one "
+                            "document) assembled into traces, or eval's labelled rows (id, "
+                            "input, documents, output, label: groundedness sample); auto (the "
+                            "default): OTLP JSON when the first JSON object has resourceSpans, "
+                            "labelled when it has a label and no trace_id")
     check.set_defaults(command=_check)
 
     evaluate = commands.add_parser(
@@ -132,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
                                "benchmarks as CSV, JSON lines or Parquet (needs pyarrow), "
                                "reported beside their published figures; rules: trace events "
                                "with labels per rule (pass, fail, not_applicable), as "
-                               "consumer/data/rules-sample.jsonl, each rule of RULES measured "
+                               "groundedness sample rules, each rule of RULES measured "
                                "against its labels")
     evaluate.add_argument("--json", type=Path, metavar="PATH",
                           help="also write the metrics here, as JSON (the table is printed "
@@ -140,6 +144,17 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--plot", type=Path, metavar="PATH.png",
                           help="draw the score distribution per label (needs matplotlib)")
     evaluate.set_defaults(command=_eval)
+
+    sample = commands.add_parser(
+        "sample", help="the bundled data files: list them, print one, or its path",
+        description="The data files installed with the package. Without NAME: the list; "
+                    "with NAME: the file on stdout; --path: its path instead.",
+        epilog='e.g. groundedness check "$(groundedness sample --path)"')
+    sample.add_argument("name", nargs="?", metavar="NAME", choices=sorted(SAMPLES),
+                        help=f"one of {', '.join(sorted(SAMPLES))}")
+    sample.add_argument("--path", action="store_true",
+                        help=f"print the file's path (NAME's, default: {DEFAULT_SAMPLE})")
+    sample.set_defaults(command=_sample)
     return parser
 
 
@@ -246,7 +261,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from consumer.evaluation.check import check
 
-    settings = _settings()
+    settings = _settings(progress_bar=True)
     try:
         # As bytes: text-mode reads translate a lone \r, which may stand inside a JSON line.
         text = (decode_text(sys.stdin.buffer.read()) if args.file == "-"
@@ -295,6 +310,11 @@ def _eval_rules(args: argparse.Namespace) -> int:
         _write_json(args.json, report)
     for table in rules_tables(report, str(args.dataset)):
         Console().print(table)
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    print_sample(args.name, path_only=args.path)
     return 0
 
 

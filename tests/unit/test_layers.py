@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"wiring"},  # the one module that knows every concrete class: the commands build through it
     {"evaluation"},
     {"replay"},  # its summary uses evaluation's statistics
-    {"cli", "worker", "load_sample", "settings_help"},
+    {"cli", "worker", "load_sample", "samples", "settings_help"},
 ]
 LAYER = {unit: level for level, units in enumerate(LAYERS) for unit in units}
 
