@@ -87,10 +87,12 @@ def serve(
     try:
         server = local_judge_server(host, port, requests_per_minute, tokens_per_minute)
     except OSError as exc:  # socket.gaierror too
-        reason = exc.strerror or str(exc)
-        raise ConfigError(f"local-judge: cannot listen on {host}:{port}: {reason.lower()}"
-                          + (" (another process has it: choose another --port)"
-                             if exc.errno == errno.EADDRINUSE else "")) from exc
+        # create_server's strerror repeats the address: the line names it already.
+        reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
+        hint = (" (another process has it: choose another --port, or 0 for any free one)"
+                if exc.errno == errno.EADDRINUSE else "")
+        raise ConfigError(
+            f"local-judge: cannot listen on {host}:{port}: {reason.lower()}{hint}") from exc
     limits = [f"{n:,} {unit}/min" for n, unit in ((requests_per_minute, "requests"),
                                                   (tokens_per_minute, "tokens")) if n]
     suffix = f" (account limits: {', '.join(limits)})" if limits else ""

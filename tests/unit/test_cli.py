@@ -39,3 +39,25 @@ def test_local_judge_on_a_busy_port_is_one_line_and_exit_2(
     assert err.count("\n") == 1, err
     assert err.startswith(f"local-judge: cannot listen on 127.0.0.1:{port}: "), err
     assert "in use" in err
+    assert "while attempting" not in err  # the address once
+
+
+def test_local_judge_on_an_unknown_host_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["local-judge", "--host", "no-such-host.invalid", "--port", "0"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1, err
+    assert err.startswith("local-judge: cannot listen on no-such-host.invalid:0: "), err
+    assert "while attempting" not in err  # the address once
+
+
+@pytest.mark.parametrize("port", ["-1", "65536", "http"])
+def test_local_judge_refuses_a_port_that_is_none(
+    capsys: pytest.CaptureFixture[str], port: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["local-judge", "--port", port])
+    assert exited.value.code == 2
+    assert "must be a port number, 0 to 65535" in capsys.readouterr().err
