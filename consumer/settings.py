@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from consumer.cost.rule_selection import Selection
 from consumer.cost.trace_filter import SETTING as FILTER_SETTING
 from consumer.cost.trace_filter import TraceFilter, compile_filter
 from consumer.errors import ConfigError
@@ -90,6 +91,17 @@ class Settings(BaseSettings):
     # Cost controls (DESIGN.md): what is judged, answers reused, and what it costs.
     sample_rate: float = Field(default=1.0, ge=0, le=1, allow_inf_nan=False)
     trace_filter: TraceFilter | None = None
+    # Per rule, named after it (``selection``): unset, a rule takes TRACE_FILTER, and its
+    # sample rate is SAMPLE_RATE for the judge, 1.0 for the deterministic rules (they cost
+    # nothing, and a team that set SAMPLE_RATE for the judge's bill keeps all their verdicts).
+    groundedness_sample_rate: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    missing_citation_sample_rate: float | None = Field(default=None, ge=0, le=1,
+                                                       allow_inf_nan=False)
+    answered_without_tool_sample_rate: float | None = Field(default=None, ge=0, le=1,
+                                                            allow_inf_nan=False)
+    groundedness_filter: TraceFilter | None = None
+    missing_citation_filter: TraceFilter | None = None
+    answered_without_tool_filter: TraceFilter | None = None
     judge_cache_size: int = Field(default=10_000, ge=0)
     judge_price_input_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     judge_price_output_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
@@ -172,7 +184,8 @@ class Settings(BaseSettings):
             return parse_rules(value) if value.strip() else (GROUNDEDNESS,)
         return parse_rules(",".join(value)) if isinstance(value, list | tuple) else value
 
-    @field_validator("trace_filter", mode="before")
+    @field_validator("trace_filter", "groundedness_filter", "missing_citation_filter",
+                     "answered_without_tool_filter", mode="before")
     @classmethod
     def _jmespath(cls, value: Any) -> Any:
         if isinstance(value, str):  # blank: every trace
@@ -185,9 +198,10 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("judge_price_input_per_million", "judge_price_output_per_million",
-                     mode="before")
+                     "groundedness_sample_rate", "missing_citation_sample_rate",
+                     "answered_without_tool_sample_rate", mode="before")
     @classmethod
-    def _blank_price_is_unset(cls, value: Any) -> Any:
+    def _blank_number_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("sample_rate", "judge_cache_size", "kafka_ssl_check_hostname",
@@ -380,6 +394,16 @@ class Settings(BaseSettings):
         """The minimum acceptable score, known to be set once the settings validated."""
         assert self.min_acceptable_score is not None  # noqa: S101 - enforced by validator
         return self.min_acceptable_score
+
+    def selection(self, rule: str) -> Selection:
+        """Which traces ``rule`` looks at: ``<RULE>_FILTER`` else ``TRACE_FILTER``, and
+        ``<RULE>_SAMPLE_RATE`` else the default above; salted by the rule's name but for the
+        judge, whose sample is the one ``SAMPLE_RATE`` always drew."""
+        rate: float | None = getattr(self, f"{rule}_sample_rate", None)  # fields by rule name
+        chosen: TraceFilter | None = getattr(self, f"{rule}_filter", None)
+        if rate is None:
+            rate = self.sample_rate if rule == GROUNDEDNESS else 1.0
+        return Selection(rate, chosen or self.trace_filter, "" if rule == GROUNDEDNESS else rule)
 
     def secrets(self) -> list[str]:
         """The secret values in force, for redaction."""

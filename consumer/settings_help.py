@@ -28,8 +28,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "context_field")),
     ("Rules", ("rules", "citation_pattern")),
     ("Cost controls", (
-        "sample_rate", "trace_filter", "judge_cache_size", "judge_price_input_per_million",
-        "judge_price_output_per_million")),
+        "sample_rate", "trace_filter", "groundedness_sample_rate", "groundedness_filter",
+        "missing_citation_sample_rate", "missing_citation_filter",
+        "answered_without_tool_sample_rate", "answered_without_tool_filter",
+        "judge_cache_size", "judge_price_input_per_million", "judge_price_output_per_million")),
     ("Health, metrics and logs", (
         "health_port", "log_level", "log_format", "drain_timeout_seconds")),
     ("Verdict events", (
@@ -47,6 +49,12 @@ _SHOWN_DEFAULTS = {
     "min_acceptable_score": "required while RULES includes groundedness",
     "citation_pattern": "the default markers",
     "trace_filter": "unset (every trace)",
+    "groundedness_sample_rate": "unset (SAMPLE_RATE)",
+    "missing_citation_sample_rate": "unset (1)",
+    "answered_without_tool_sample_rate": "unset (1)",
+    "groundedness_filter": "unset (TRACE_FILTER)",
+    "missing_citation_filter": "unset (TRACE_FILTER)",
+    "answered_without_tool_filter": "unset (TRACE_FILTER)",
 }
 
 

@@ -98,8 +98,8 @@ def make_rules(settings: Settings, judge: Judge | None = None, *,
                names: Sequence[str] | None = None, select: bool = True) -> RuleSet:
     """The rules of ``RULES`` (or ``names``), in order: with ``groundedness``, the evaluator
     (``make_judge`` unless given: refuses without ``OPENAI_API_KEY``); without it, no judge
-    and no key. ``select``: ``SAMPLE_RATE`` and ``TRACE_FILTER`` choose the traces judged
-    (``eval`` measures every labelled row, so it does not select)."""
+    and no key. ``select``: each rule's filter and sample rate choose the traces it looks at
+    (``Settings.selection``; ``eval`` measures every labelled row, so it does not select)."""
     names = tuple(settings.rules if names is None else names)
     options = RuleOptions(citation_pattern=settings.citation_pattern,
                           secrets=tuple(settings.secrets()))
@@ -111,8 +111,8 @@ def make_rules(settings: Settings, judge: Judge | None = None, *,
     metrics.expect_rules(names)
     if not select:
         return RuleSet(rules, settings.secrets())
-    return RuleSet(rules, settings.secrets(), sample_rate=settings.sample_rate,
-                   trace_filter=settings.trace_filter)
+    return RuleSet(rules, settings.secrets(),
+                   selections={name: settings.selection(name) for name in names})
 
 
 # -- the pipeline -----------------------------------------------------------------------------

@@ -287,12 +287,14 @@ def _input_panels() -> list[timeseries.Panel | stat.Panel]:
             stacked=True,
         ),
         _graph(
-            "Skipped traces per second, by reason",
-            "Traces left unjudged: empty_output, no_answer_found (LLM spans that recorded "
-            "no answer: see the worker's trace_answer_not_found warning), filtered "
-            "(TRACE_FILTER), sampled_out (SAMPLE_RATE) (groundedness_skipped_total).",
+            "Skipped traces per second, by rule and reason",
+            "Traces a rule gave no verdict: empty_output, no_answer_found (LLM spans that "
+            "recorded no answer: see the worker's trace_answer_not_found warning), filtered "
+            "(<RULE>_FILTER or TRACE_FILTER), sampled_out (<RULE>_SAMPLE_RATE or SAMPLE_RATE) "
+            "(groundedness_skipped_total; a trace without an answer counts once per rule).",
             "short",
-            _query(f"sum by (reason) ({_rate('groundedness_skipped_total')})", "{{reason}}"),
+            _query(f"sum by (rule, reason) ({_rate('groundedness_skipped_total')})",
+                   "{{rule}} {{reason}}"),
             stacked=True,
             width=6,
         ),

@@ -3,7 +3,7 @@
 It reads traces, evaluates them concurrently (the judge holds at most
 ``JUDGE_MAX_CONCURRENCY`` calls; at most ``max_in_flight`` traces are started ahead,
 ``in_order.py``) and takes the results in input order. Every rule of ``RULES`` runs (with
-``TRACE_FILTER``, ``SAMPLE_RATE``, the answer cache and prices, as ``run``); it prints one
+each rule's filter and sample rate, the answer cache and prices, as ``run``); it prints one
 verdict JSON line per trace and rule that applies, then on stderr a summary per rule, what was
 left out and why, and what the judge cost.
 
@@ -32,7 +32,7 @@ from consumer.inputs.otlp.file import read_otlp_chunks
 from consumer.inputs.trace_json import decode_trace
 from consumer.jsonl import labelled_row, numbered_lines
 from consumer.ops.progress import Reporter, interactive
-from consumer.rules.rule_set import Skip
+from consumer.rules.rule_set import TRACE_WIDE, RuleResults, Skip
 from consumer.settings import Settings
 from consumer.telemetry.origin import TraceOrigin
 from consumer.wiring import make_rules, max_in_flight
@@ -42,11 +42,11 @@ from schemas.verdict import RULE
 EXIT_OK = 0
 EXIT_NOT_ALL_JUDGED = 1
 
-# How ``check`` names each reason a trace got no verdict (or no judged one).
+# How ``check`` names each reason a trace got no verdict from a rule.
 LEFT_OUT_LABELS: dict[Skip, str] = {
     "empty_output": "empty output", "no_answer_found": "no answer found in the spans",
-    "filtered": "filtered out (TRACE_FILTER)",
-    "sampled_out": "sampled out of judging (SAMPLE_RATE)"}
+    "filtered": "filtered out (<RULE>_FILTER or TRACE_FILTER)",
+    "sampled_out": "sampled out (<RULE>_SAMPLE_RATE or SAMPLE_RATE)"}
 
 CheckFormat = Literal["auto", "trace_json", "otlp_json", "labelled"]
 PROGRESS_FROM_TRACES = 10  # fewer are done before a bar would tell anything
@@ -184,8 +184,8 @@ async def check(settings: Settings, text: str, file_format: CheckFormat = "auto"
     for message in (*found.problems, *found.skipped):
         print(f"check: {message}", file=sys.stderr)
     tally = Tally()  # the verdicts by rule, and the judge's tokens, cache hits and cost
-    left_out: Counter[Skip] = Counter({"empty_output": len(found.skipped) - found.no_answer,
-                                       "no_answer_found": found.no_answer})
+    left_out = LeftOut(Counter({"empty_output": len(found.skipped) - found.no_answer,
+                                "no_answer_found": found.no_answer}))
     # A bar on a terminal only: stderr without one ends with the summary, nothing else.
     bar = len(found.traces) >= PROGRESS_FROM_TRACES and interactive()
     try:
@@ -196,8 +196,7 @@ async def check(settings: Settings, text: str, file_format: CheckFormat = "auto"
             )
             async for found_for_trace in results:
                 progress.advance()
-                if found_for_trace.skipped is not None:
-                    left_out[found_for_trace.skipped] += 1
+                left_out.add(found_for_trace)
                 for evaluation in found_for_trace.evaluations:
                     tally.add(evaluation.verdict)
                     print(evaluation.verdict.model_dump_json(), flush=True)
@@ -210,31 +209,51 @@ async def check(settings: Settings, text: str, file_format: CheckFormat = "auto"
     return EXIT_NOT_ALL_JUDGED if tally.verdicts["error"] or found.problems else EXIT_OK
 
 
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """What got no verdict: traces without an answer (no rule's), and each rule's choice."""
+
+    traces: Counter[Skip] = field(default_factory=Counter)  # a ``TRACE_WIDE`` reason
+    by_rule: Counter[tuple[str, Skip]] = field(default_factory=Counter)  # filtered, sampled
+
+    def add(self, results: RuleResults) -> None:
+        """Count one trace's skips."""
+        reasons = set(results.skipped.values())
+        if reasons & TRACE_WIDE:
+            self.traces.update(reasons)
+        else:
+            self.by_rule.update(results.skipped.items())
+
+
 def check_summary(rules: Sequence[str], counts: Counter[tuple[str, str]], traces: int,
-                  left_out: Counter[Skip] | None = None) -> list[str]:
-    """A line per rule: its verdicts, and the traces (of those with an answer) it did not
-    apply to; a trace ``TRACE_FILTER`` left out is no rule's, one ``SAMPLE_RATE`` left out
-    not the judge's."""
-    left_out = left_out or Counter()
+                  left_out: LeftOut | None = None) -> list[str]:
+    """A line per rule: its verdicts, and the traces (of those with an answer, and that it
+    selected) it did not apply to."""
+    left_out = left_out or LeftOut()
     lines = []
     for rule in rules:
         verdicts = [counts[rule, kind] for kind in ("pass", "fail", "error")]
         line = "{}: {} pass, {} fail, {} error".format(rule, *verdicts)
-        seen = traces - left_out["filtered"] - (left_out["sampled_out"] if rule == RULE else 0)
+        seen = traces - left_out.by_rule[rule, "filtered"] - left_out.by_rule[rule, "sampled_out"]
         if seen > sum(verdicts):
             line += f", not applicable to {seen - sum(verdicts)} of {seen} traces"
         lines.append(line)
     return lines
 
 
-def cost_summary(rules: Sequence[str], tally: Tally, left_out: Counter[Skip]) -> list[str]:
-    """What the cost controls left out, by reason (when any was), and what the judge's
-    verdicts cost (with ``groundedness`` among the rules)."""
+def cost_summary(rules: Sequence[str], tally: Tally, left_out: LeftOut) -> list[str]:
+    """What was left out, by reason (when any was): the traces without an answer, then each
+    rule's; and what the judge's verdicts cost (with ``groundedness`` among the rules)."""
     lines = []
-    reasons = [f"{left_out[reason]} {label}" for reason, label in LEFT_OUT_LABELS.items()
-               if left_out[reason]]
+    reasons = [f"{left_out.traces[reason]} {label}" for reason, label in LEFT_OUT_LABELS.items()
+               if left_out.traces[reason]]
     if reasons:
         lines.append(f"left out: {', '.join(reasons)}")
+    for rule in rules:
+        chosen = [f"{left_out.by_rule[rule, reason]} {label}"
+                  for reason, label in LEFT_OUT_LABELS.items() if left_out.by_rule[rule, reason]]
+        if chosen:
+            lines.append(f"left out of {rule}: {', '.join(chosen)}")
     if RULE in rules:
         cost = tally.cost
         spent = (format_usd(cost.cost_usd) if cost.cost_usd is not None

@@ -6,7 +6,7 @@ values known in advance start at 0, so rates and ratios exist before the first e
 | metric | type | updated by |
 |---|---|---|
 | ``groundedness_verdicts_total{rule,verdict}`` | counter | pipeline, once the broker has it |
-| ``groundedness_skipped_total{reason}`` | counter | pipeline, by reason (``rule_set.Skip``) |
+| ``groundedness_skipped_total{rule,reason}`` | counter | pipeline, by rule and reason (``Skip``) |
 | ``groundedness_dead_letters_total`` | counter | pipeline (undecodable record) |
 | ``groundedness_judge_latency_seconds`` | histogram | pipeline, per evaluation, retries included |
 | ``groundedness_judge_tokens_total{kind}`` | counter | pipeline (``prompt`` / ``completion``) |
@@ -54,10 +54,10 @@ VERDICTS = _counter("groundedness_verdicts", "Verdicts published, by rule and ve
                     "verdict")
 SKIPPED = _counter(
     "groundedness_skipped",
-    "Traces left unjudged: empty_output (no verdict), no_answer_found (spans whose LLM calls "
-    "recorded no answer anywhere: no verdict), filtered (TRACE_FILTER: no verdict), "
-    "sampled_out (SAMPLE_RATE: no judged verdict; deterministic rules still run).",
-    "reason",
+    "Traces a rule gave no verdict, by rule and reason: empty_output, no_answer_found (spans "
+    "whose LLM calls recorded no answer anywhere), filtered (<RULE>_FILTER, else "
+    "TRACE_FILTER), sampled_out (<RULE>_SAMPLE_RATE, else SAMPLE_RATE for the judge).",
+    "rule", "reason",
 )
 DEAD_LETTERS = _counter("groundedness_dead_letters", "Records dead-lettered as undecodable.")
 JUDGE_LATENCY = Histogram(
@@ -181,11 +181,11 @@ def expect_rules(rules: Iterable[str]) -> None:
     for rule in rules:
         for verdict in ("pass", "fail", "error"):
             VERDICTS.labels(rule, verdict)
+        for reason in ("empty_output", "no_answer_found", "filtered", "sampled_out"):
+            SKIPPED.labels(rule, reason)
 
 for _kind in ("prompt", "completion"):
     JUDGE_TOKENS.labels(_kind)
-for _reason in ("empty_output", "no_answer_found", "filtered", "sampled_out"):
-    SKIPPED.labels(_reason)
 for _outcome in ("kept", "dropped"):
     SPANS.labels(_outcome)
 for _code in ("rate_limit_exceeded", "insufficient_quota", "none"):

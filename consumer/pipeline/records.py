@@ -21,17 +21,13 @@ from consumer.judge.result import JudgeResult
 from consumer.ops import metrics
 from consumer.pipeline.delivery.sink import Record, VerdictSink
 from consumer.rules.groundedness.evaluator import Evaluation
-from consumer.rules.rule_set import RuleResults, RuleSet, Skip
+from consumer.rules.rule_set import RuleResults, RuleSet
 from schemas.trace import TraceEvent
 from schemas.verdict import Source
 
 log = structlog.get_logger(__name__)
 
 PUBLISH_RETRY_S = (0.5, 10.0)  # first and longest wait between publish attempts
-# The outcome a skip is counted under ("skipped", as before there were other reasons).
-OUTCOME_OF_SKIP: dict[Skip, str] = {
-    "empty_output": "skipped", "no_answer_found": "skipped", "filtered": "filtered",
-    "sampled_out": "sampled_out"}
 
 
 class RecordPath:
@@ -71,15 +67,16 @@ class RecordPath:
 
     async def publish_all(self, results: RuleResults, bound: Any) -> None:
         """Publish every verdict of one trace until each is acknowledged, and count what was
-        left out: ``skipped`` (no answer: empty, or found nowhere), ``filtered``,
-        ``sampled_out`` (the judge's rules only), ``not_applicable`` (an answer no rule
-        applies to)."""
-        if results.skipped is not None:
-            metrics.SKIPPED.labels(results.skipped).inc()
-            self.outcomes[OUTCOME_OF_SKIP[results.skipped]] += 1
-            bound.debug("trace_skipped", reason=results.skipped)
-        elif not results.evaluations:
-            self.outcomes["not_applicable"] += 1
+        left out (``RuleResults.left_out``): ``skipped`` (no answer: empty, or found nowhere),
+        each rule's ``filtered`` and ``sampled_out``, ``not_applicable`` (an answer no rule
+        applies to); the metric counts each rule's reason."""
+        for rule, reason in results.skipped.items():
+            metrics.SKIPPED.labels(rule, reason).inc()
+        left_out = results.left_out()
+        self.outcomes.update(left_out)
+        if results.skipped:
+            bound.debug("trace_skipped", reasons=results.skipped)
+        elif left_out:
             bound.debug("trace_not_judged", reason="no rule applies", rules=self._rules.names)
         if len(results.evaluations) == 1 or self._in_turn:  # no task to make for one verdict
             for evaluation in results.evaluations:

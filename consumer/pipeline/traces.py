@@ -60,10 +60,10 @@ class TracePath:
             bound.debug("trace_not_judged", reason="no candidate", spans=len(closed.spans))
             return
         if found == "empty_answer":
-            await self._records.publish_all(RuleResults([], "empty_output"), bound)
+            await self._records.publish_all(self._rules.skip_all("empty_output"), bound)
             return
         if found == "no_answer_found":
-            await self._records.publish_all(RuleResults([], "no_answer_found"), bound)
+            await self._records.publish_all(self._rules.skip_all("no_answer_found"), bound)
             self._warn_no_answer(closed, bound)
             return
         # The trace's first record: under exactly once its verdicts are held until the

@@ -47,7 +47,7 @@ from consumer.errors import DecodeError
 from consumer.inputs.trace_json import decode_trace
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, JudgeRequest
 from consumer.judge.result import Answered
-from consumer.rules.rule_set import RuleResults, RuleSet, Skip
+from consumer.rules.rule_set import RuleResults, RuleSet
 from consumer.settings import Settings
 from consumer.telemetry.assembly import ClosedTrace
 from consumer.telemetry.origin import TraceOrigin
@@ -102,9 +102,10 @@ class DryRun:
     def __init__(self, rules: RuleSet, prices: DryRunPrices) -> None:
         self.would_judge = 0  # groundedness verdicts the replay would publish
         self.cache_hits = 0  # of those, answered by the cache: no call, no tokens
-        self.skipped: Counter[Skip] = Counter()  # traces left out, by reason
+        # Left out, as the outcomes count it (RuleResults.left_out): skipped, filtered,
+        # sampled_out, not_applicable (an answer no rule applies to).
+        self.left_out: Counter[str] = Counter()
         self.dead_lettered = 0
-        self.not_applicable = 0  # traces with an answer no rule applies to
         self.by_rule: Counter[tuple[str, str]] = Counter()  # deterministic (rule, verdict)
         self.estimate = CostTally()  # the judge calls' estimated tokens, priced
         self.prices = prices
@@ -137,10 +138,7 @@ class DryRun:
 
     def count(self, results: RuleResults) -> None:
         """One trace's results, counted as the replay's summary counts them."""
-        if results.skipped is not None:
-            self.skipped[results.skipped] += 1
-        elif not results.evaluations:
-            self.not_applicable += 1
+        self.left_out.update(results.left_out())
         for evaluation in results.evaluations:
             verdict = evaluation.verdict
             if verdict.rule == RULE:  # an estimate: neither a pass nor a fail
@@ -165,10 +163,8 @@ class TraceCounter:
             found = candidate(closed)
             if found == "no_candidate":
                 self.no_candidate += 1
-            elif found == "empty_answer":
-                self.dry.skipped["empty_output"] += 1
-            elif found == "no_answer_found":
-                self.dry.skipped["no_answer_found"] += 1
+            elif found == "empty_answer" or found == "no_answer_found":
+                self.dry.left_out["skipped"] += 1
             else:
                 await self.dry.count_trace(found.trace, found.origin)
         except Exception:  # the replay would publish an error verdict for it

@@ -79,10 +79,8 @@ def summarise(
     """
     tally = tally or Tally()
     latencies = [float(ms) for ms in tally.latencies_ms]
-    left_out = ({"skipped": dry.skipped["empty_output"] + dry.skipped["no_answer_found"],
-                 "filtered": dry.skipped["filtered"],
-                 "sampled_out": dry.skipped["sampled_out"]} if dry is not None else
-                {key: outcomes[key] for key in ("skipped", "filtered", "sampled_out")})
+    counted = dry.left_out if dry is not None else outcomes
+    left_out = {key: counted[key] for key in ("skipped", "filtered", "sampled_out")}
     summary: dict[str, Any] = {
         **window,
         "records": records,
@@ -90,7 +88,7 @@ def summarise(
         "fail": tally.verdicts["fail"],
         "error": tally.verdicts["error"],
         **left_out,
-        "not_applicable": dry.not_applicable if dry else outcomes["not_applicable"],
+        "not_applicable": counted["not_applicable"],
         "dead_lettered": dry.dead_lettered if dry else outcomes["dead_lettered"],
         "rules": {name: _rule_counts(name, tally, dry) for name in rules},
         "scores": {key: tally.scores[key] for key in SCORE_KEYS},
@@ -148,9 +146,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_row("skipped (empty or no answer)", str(summary["skipped"]))
     # Left out by a cost control: shown when one was, as a setting nobody uses is no news.
     if summary["filtered"]:
-        table.add_row("filtered out (TRACE_FILTER)", str(summary["filtered"]))
+        table.add_row("verdicts filtered out (per rule)", str(summary["filtered"]))
     if summary["sampled_out"]:
-        table.add_row("not judged: sampled out (SAMPLE_RATE)", str(summary["sampled_out"]))
+        table.add_row("verdicts sampled out (per rule)", str(summary["sampled_out"]))
     table.add_row("dead-lettered", str(summary["dead_lettered"]))
     if list(rules) != [RULE]:  # groundedness alone: the totals are its own
         _rule_rows(table, rules)

@@ -6,12 +6,13 @@ deterministic rules from the registry. Every command that judges (``run``, ``rep
 rule applies to a trace without an answer, ``groundedness`` to every other, and each
 deterministic rule where it says so.
 
-What is left out, to save the judge's cost (DESIGN.md, "Cost controls"): ``TRACE_FILTER``
-chooses the traces every rule looks at (one left out gets no verdict: ``filtered``);
-``SAMPLE_RATE`` chooses those the judged rules look at, by a hash of the trace id, while the
-deterministic rules, which cost nothing, still run on every trace (``sampled_out``). A trace
-without an answer gets no verdict (``empty_output``; from spans whose LLM calls recorded no
-answer at all, ``no_answer_found``).
+What is left out, to save the judge's cost (DESIGN.md, "Cost controls"), is chosen per rule
+(``cost/rule_selection.py``): a rule's filter (``<RULE>_FILTER``, else ``TRACE_FILTER``)
+chooses the traces it looks at (``filtered``), and its sample rate, by a hash of the trace id
+salted by the rule, those it gives a verdict (``sampled_out``). A rule that does not apply to
+a trace leaves nothing out. A trace without an answer gets no verdict from any rule
+(``empty_output``; from spans whose LLM calls recorded no answer at all,
+``no_answer_found``).
 
 A deterministic rule that raises on one trace (a bug) gives that trace an ``error`` verdict
 of type ``internal_error`` for that rule alone: the trace's other verdicts are still due, and
@@ -21,14 +22,14 @@ the rule's next trace is checked as usual.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal, cast, get_args
 
 import structlog
 
-from consumer.cost.sampling import sampled
-from consumer.cost.trace_filter import TraceFilter
+from consumer.cost.rule_selection import EVERY_TRACE, Selection
 from consumer.judge.result import TraceFailed
 from consumer.redaction import known_secrets
 from consumer.rules.base import DeterministicRule, JudgedRule, rule_id
@@ -44,19 +45,32 @@ log = structlog.get_logger(__name__)
 INTERNAL_ERROR = "internal_error"  # the error verdict's type for a bug met on a trace's way
 
 
-# Why a trace got no verdict, or no judged one: the reason of groundedness_skipped_total.
+# Why a rule gave a trace no verdict: the reason of groundedness_skipped_total{rule}.
 # no_answer_found: a trace from spans whose LLM calls recorded no answer anywhere (set by the
 # span path, ``pipeline/traces.py``; an empty one is empty_output).
 Skip = Literal["empty_output", "no_answer_found", "filtered", "sampled_out"]
 SKIPS: tuple[Skip, ...] = get_args(Skip)
+# The reasons that are the trace's, not a rule's choice: every rule skips it for them.
+TRACE_WIDE: frozenset[Skip] = frozenset({"empty_output", "no_answer_found"})
 
 
 @dataclass(frozen=True, slots=True)
 class RuleResults:
-    """One trace's verdicts, and what was left out of judging it."""
+    """One trace's verdicts, and why each rule that gave none left it out."""
 
     evaluations: list[Evaluation]
-    skipped: Skip | None = None
+    skipped: Mapping[str, Skip] = field(default_factory=dict)  # rule -> reason
+
+    def left_out(self) -> Counter[str]:
+        """What the outcomes count of this trace beside its verdicts: ``skipped`` once for a
+        trace without an answer; each rule's ``filtered`` or ``sampled_out``;
+        ``not_applicable`` when no rule applies to its answer."""
+        reasons = set(self.skipped.values())
+        if reasons & TRACE_WIDE:
+            return Counter(skipped=1)
+        if not self.skipped and not self.evaluations:
+            return Counter(not_applicable=1)
+        return Counter(self.skipped.values())
 
 
 class RuleSet:
@@ -64,17 +78,19 @@ class RuleSet:
 
     def __init__(
         self, rules: Sequence[JudgedRule | DeterministicRule], secrets: Iterable[str] = (), *,
-        sample_rate: float = 1.0, trace_filter: TraceFilter | None = None,
+        selections: Mapping[str, Selection] | None = None,
     ) -> None:
         if not rules:
             raise ValueError("a rule set needs at least one rule")
         self._rules = tuple(rules)
         # Told apart once: a runtime protocol check costs microseconds, on every trace.
-        self._checks = tuple(rule for rule in rules if isinstance(rule, DeterministicRule))
-        self._judges = tuple(rule for rule in rules if not isinstance(rule, DeterministicRule))
+        self._checks = frozenset(rule.name for rule in rules
+                                 if isinstance(rule, DeterministicRule))
+        self._judges = tuple(cast(JudgedRule, rule) for rule in rules
+                             if rule.name not in self._checks)
         self._secrets = known_secrets(secrets)
-        self._sample_rate = sample_rate
-        self._filter = trace_filter
+        given = selections or {}  # a rule not named: every trace it applies to
+        self._selections = tuple(given.get(rule.name, EVERY_TRACE) for rule in self._rules)
 
     @classmethod
     def groundedness(cls, evaluator: Evaluator) -> RuleSet:
@@ -94,21 +110,18 @@ class RuleSet:
     async def evaluate(
         self, trace: TraceEvent, source: Source | None = None, origin: TraceOrigin | None = None
     ) -> RuleResults:
-        """A verdict from every rule that applies to the trace, in ``RULES`` order."""
+        """A verdict from every rule that applies to the trace and selects it, in ``RULES``
+        order."""
         if not trace.has_output:
-            return RuleResults([], "empty_output")
-        if self._filter is not None and not self._filter.keeps_trace(trace, origin):
-            return RuleResults([], "filtered")
+            return self.skip_all("empty_output")
+        chosen, skipped = self._select(trace, origin)
         # The deterministic verdicts first (microseconds) while the judge may take seconds;
         # then the judged ones, each in its own task so that several judges overlap.
         found: dict[str, Evaluation] = {
-            rule.name: self._check(rule, trace, source, origin) for rule in self._checks
-            if rule.applies(trace, origin)
+            rule.name: self._check(cast(DeterministicRule, rule), trace, source, origin)
+            for rule in chosen if rule.name in self._checks
         }
-        judged = [rule for rule in self._judges if rule.applies(trace, origin)]
-        skipped: Skip | None = None
-        if judged and not sampled(trace.trace_id, self._sample_rate):
-            judged, skipped = [], "sampled_out"
+        judged = [cast(JudgedRule, rule) for rule in chosen if rule.name not in self._checks]
         if len(judged) == 1:  # the usual case: no task to make for one call
             found[judged[0].name] = await judged[0].evaluate(trace, origin, source)
         elif judged:
@@ -117,6 +130,33 @@ class RuleSet:
                 found[rule.name] = evaluation
         return RuleResults([found[rule.name] for rule in self._rules if rule.name in found],
                            skipped)
+
+    def skip_all(self, reason: Skip) -> RuleResults:
+        """No verdict from any rule, for a reason that is the trace's (``TRACE_WIDE``)."""
+        return RuleResults([], dict.fromkeys(self.names, reason))
+
+    def _select(self, trace: TraceEvent, origin: TraceOrigin | None) -> tuple[
+            list[JudgedRule | DeterministicRule], dict[str, Skip]]:
+        """The rules that apply to the trace and select it, and why the others that apply
+        do not. A filter several rules share (``TRACE_FILTER``) is evaluated once."""
+        chosen: list[JudgedRule | DeterministicRule] = []
+        skipped: dict[str, Skip] = {}
+        kept: dict[int, bool] = {}  # id(filter) -> its answer for this trace
+        for rule, selection in zip(self._rules, self._selections, strict=True):
+            if not rule.applies(trace, origin):
+                continue
+            chosen_by = selection.trace_filter
+            if chosen_by is not None:
+                if id(chosen_by) not in kept:
+                    kept[id(chosen_by)] = chosen_by.keeps_trace(trace, origin)
+                if not kept[id(chosen_by)]:
+                    skipped[rule.name] = "filtered"
+                    continue
+            if not selection.samples(trace.trace_id):
+                skipped[rule.name] = "sampled_out"
+                continue
+            chosen.append(rule)
+        return chosen, skipped
 
     def failed(self, trace_id: str, source: Source | None, exc: Exception) -> list[Evaluation]:
         """An ``internal_error`` verdict for every rule, on a trace a bug stopped before its

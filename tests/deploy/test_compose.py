@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from consumer import wiring
-from consumer.rules.registry import parse_rules
+from consumer.rules.registry import KNOWN_RULES, parse_rules
 from consumer.settings import load_settings
 from tests.support.contract import CONTRACT_VARS
 
@@ -149,7 +149,10 @@ def test_the_workers_take_their_rules_from_the_host(
 
 
 COST_DEFAULTS = {"SAMPLE_RATE": "1.0", "TRACE_FILTER": "", "JUDGE_CACHE_SIZE": "10000",
-                 "JUDGE_PRICE_INPUT_PER_MILLION": "", "JUDGE_PRICE_OUTPUT_PER_MILLION": ""}
+                 "JUDGE_PRICE_INPUT_PER_MILLION": "", "JUDGE_PRICE_OUTPUT_PER_MILLION": "",
+                 **{f"{rule}_{control}": "" for rule in (
+                     "GROUNDEDNESS", "MISSING_CITATION", "ANSWERED_WITHOUT_TOOL")
+                    for control in ("SAMPLE_RATE", "FILTER")}}
 
 
 @pytest.mark.parametrize("name", ["worker", "worker-spans"])
@@ -170,6 +173,8 @@ def test_the_workers_take_their_cost_controls_from_the_host(
     settings = load_settings(require_threshold=False)
     assert (settings.sample_rate, settings.trace_filter, settings.judge_cache_size) == (
         1.0, None, 10_000)
+    assert {rule: settings.selection(rule).rate for rule in KNOWN_RULES} == dict.fromkeys(
+        KNOWN_RULES, 1.0), "an empty per-rule variable is unset"
     assert wiring.prices(settings) is None
 
 

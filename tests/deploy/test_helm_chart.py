@@ -169,6 +169,17 @@ VALID_CASES: dict[str, Values] = {
         "cost": {"sampleRate": "0.3", "traceFilter": FILTER, "judgeCacheSize": 500,
                  "prices": {"inputPerMillion": "0.15", "outputPerMillion": 0.6}},
     },
+    # Per rule: a sample rate (0 is one), a filter, both.
+    "per-rule": {
+        "minAcceptableScore": 0.5,
+        "rules": ["groundedness", "missing_citation", "answered_without_tool"],
+        "cost": {"sampleRate": 1, "judgeCacheSize": 10,
+                 "rules": {"groundedness": {"sampleRate": "0.1",
+                                            "filter": "service == 'support-bot'"},
+                           "missing_citation": {"sampleRate": 0, "filter": FILTER},
+                           "answered_without_tool": {"sampleRate": 1,
+                                                     "filter": "agent == `true`"}}},
+    },
     # Zeros are values, not "unset": nothing judged, no cache, a free judge.
     "cost-zeros": {
         "minAcceptableScore": 0.5,
@@ -802,6 +813,27 @@ def test_the_cost_controls_reach_the_worker_as_it_reads_them(
     assert (settings.judge_price_input_per_million,
             settings.judge_price_output_per_million) == tuple(
         None if price is None else float(price) for price in expected[3:])
+
+
+def test_each_rules_sample_rate_and_filter_reach_the_worker(
+    render: Callable[[str], list[Manifest]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = config(render("per-rule"))
+    assert {name: value for name, value in data.items() if name.startswith(
+        ("GROUNDEDNESS_", "MISSING_CITATION_", "ANSWERED_WITHOUT_TOOL_"))} == {
+        "GROUNDEDNESS_SAMPLE_RATE": "0.1", "GROUNDEDNESS_FILTER": "service == 'support-bot'",
+        "MISSING_CITATION_SAMPLE_RATE": "0", "MISSING_CITATION_FILTER": FILTER,
+        "ANSWERED_WITHOUT_TOOL_SAMPLE_RATE": "1",
+        "ANSWERED_WITHOUT_TOOL_FILTER": "agent == `true`"}
+    for name in WORKER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in data.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert [settings.selection(rule).rate for rule in settings.rules] == [0.1, 0.0, 1.0]
+    chosen = [settings.selection(rule).trace_filter for rule in settings.rules]
+    assert [c.expression if c else None for c in chosen] == [
+        "service == 'support-bot'", FILTER, "agent == `true`"]
 
 
 def test_keda_with_sasl_and_tls(render: Callable[[str], list[Manifest]]) -> None:

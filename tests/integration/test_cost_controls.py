@@ -55,7 +55,8 @@ def cited(trace_id: str, text: str | None = None, **fields: Any) -> bytes:
 
 
 async def scrape(http: httpx2.AsyncClient, port: int) -> dict[str, dict[tuple[str, ...], float]]:
-    """``/metrics``: samples by name, then by their label values."""
+    """``/metrics``: samples by name, then by their label values, in the order of the labels'
+    names (as the exposition writes them): ``("sampled_out", "groundedness")``."""
     text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
     found: dict[str, dict[tuple[str, ...], float]] = {}
     for family in text_string_to_metric_families(text):
@@ -112,8 +113,10 @@ async def test_a_sampled_stream_judges_exactly_the_kept_ids_and_a_restart_decide
         "the deterministic rule on every trace, sampled or not"
     assert sorted(calls) == sorted(f"Prorated to the day [1]. ({t})" for t in kept)
     assert committed == ends, "a sampled-out trace is done once its other verdicts are out"
-    assert metrics["groundedness_skipped_total"][("sampled_out",)] == len(ids) - len(kept)
-    assert metrics["groundedness_skipped_total"][("filtered",)] == 0
+    skipped = metrics["groundedness_skipped_total"]
+    assert skipped[("sampled_out", "groundedness")] == len(ids) - len(kept)
+    assert skipped[("sampled_out", "missing_citation")] == 0, "SAMPLE_RATE is the judge's"
+    assert skipped[("filtered", "groundedness")] == 0
     assert metrics["groundedness_verdicts_total"][("groundedness", "pass")] == len(kept)
     second = out.verdicts[len(published):]
     assert sorted((v["verdict_id"], v["rule"]) for v in second) == sorted(
@@ -123,9 +126,98 @@ async def test_a_sampled_stream_judges_exactly_the_kept_ids_and_a_restart_decide
     assert not tracebacks(first.log() + again.log())
 
 
+# -- <RULE>_SAMPLE_RATE and <RULE>_FILTER -----------------------------------------------------
+
+PER_RULE_TRACES = 2_000  # issue 29's measure: each rule 540-660 verdicts at 0.3
+
+
+async def test_each_rule_samples_its_own_traces_the_same_on_every_run(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+    http: httpx2.AsyncClient,
+) -> None:
+    """Two rules at 0.3: each keeps about 600 of 2,000, the ids its salted hash keeps, not the
+    same ones; a second group decides the same; the skips are counted per rule."""
+    _, server = fake_judge
+    topics = Topics.fresh("per-rule")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    ids = [f"{n:032x}" for n in range(7**20, 7**20 + PER_RULE_TRACES)]  # OTel-shaped
+    await produce(kafka, topics.traces, [cited(trace_id) for trace_id in ids])
+    kept = {rule: {t for t in ids if sampled(t, 0.3, salt)} for rule, salt in (
+        ("groundedness", ""), ("missing_citation", "missing_citation"))}
+    port = free_port()
+    env = worker_env(topics.env(kafka), server.url, RULES="groundedness,missing_citation",
+                     GROUNDEDNESS_SAMPLE_RATE="0.3", MISSING_CITATION_SAMPLE_RATE="0.3",
+                     HEALTH_PORT=str(port))
+    wanted = sum(len(chosen) for chosen in kept.values())
+
+    async with WorkerPool(tmp_path) as pool, VerdictCollector(kafka, topics.verdicts) as out:
+        first = await pool.start(env)
+        assert await out.wait_for_count(wanted, timeout_s=120), first.log()
+        await wait_committed(kafka, topics.group, topics.traces, 60)
+        metrics = await scrape(http, port)
+        assert await first.terminate() == 0
+        published = list(out.verdicts)
+        again = await pool.start({**env, "CONSUMER_GROUP": f"{topics.group}-again"},
+                                 name="again")
+        assert await out.wait_for_count(2 * wanted, timeout_s=120), again.log()
+        await asyncio.sleep(1.0)  # a verdict beyond the first run's, if any, has time to come
+        assert await again.terminate() == 0
+
+    second = out.verdicts[len(published):]
+    for rule, chosen in kept.items():
+        assert sorted(judged_ids(published, rule)) == sorted(chosen)
+        assert sorted(judged_ids(second, rule)) == sorted(chosen), "the same on a second run"
+        assert 540 <= len(chosen) <= 660
+        assert metrics["groundedness_skipped_total"][("sampled_out", rule)] == len(ids) - len(
+            chosen)
+    both = kept["groundedness"] & kept["missing_citation"]
+    assert kept["groundedness"] != kept["missing_citation"]
+    print(f"\n{PER_RULE_TRACES} traces at 0.3 each: groundedness {len(kept['groundedness'])}, "
+          f"missing_citation {len(kept['missing_citation'])}, both {len(both)} "
+          f"(independent: about {0.09 * PER_RULE_TRACES:.0f})")
+    assert not tracebacks(first.log() + again.log())
+
+
+async def test_a_rules_filter_chooses_its_traces_and_leaves_the_others_rules_alone(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+    http: httpx2.AsyncClient,
+) -> None:
+    """``MISSING_CITATION_FILTER`` beside ``TRACE_FILTER``: missing_citation sees checkout's
+    traces, groundedness TRACE_FILTER's production ones."""
+    judge, server = fake_judge
+    topics = Topics.fresh("rule-filter")
+    await create_topics(kafka, topics, partitions=PARTITIONS)
+    await produce(kafka, topics.traces, filtered_stream())
+    port = free_port()
+    env = worker_env(topics.env(kafka), server.url, RULES="groundedness,missing_citation",
+                     TRACE_FILTER="metadata.environment == 'production'",
+                     MISSING_CITATION_FILTER="project_id == 'checkout'", HEALTH_PORT=str(port))
+    production = {t for t, (environment, _) in TRACES.items() if environment == "production"}
+    checkout = {t for t, (_, project) in TRACES.items() if project == "checkout"}
+
+    async with WorkerPool(tmp_path) as pool, VerdictCollector(kafka, topics.verdicts) as out:
+        worker = await pool.start(env)
+        committed, ends = await wait_committed(kafka, topics.group, topics.traces, 90)
+        assert await out.wait_for_count(len(production) + len(checkout), timeout_s=30), \
+            worker.log()
+        await asyncio.sleep(1.0)  # a verdict for a filtered trace, if any, has time to arrive
+        metrics = await scrape(http, port)
+        assert await worker.terminate() == 0
+
+    assert committed == ends
+    assert Counter((v["trace_id"], v["rule"]) for v in out.verdicts) == {
+        **{(t, "groundedness"): 1 for t in production},
+        **{(t, "missing_citation"): 1 for t in checkout}}
+    assert len(scoring_calls(judge)) == len(production)
+    skipped = metrics["groundedness_skipped_total"]
+    assert skipped[("filtered", "groundedness")] == len(TRACES) - len(production)
+    assert skipped[("filtered", "missing_citation")] == len(TRACES) - len(checkout)
+    assert not tracebacks(worker.log())
+
+
 # -- TRACE_FILTER -----------------------------------------------------------------------------
 
-# trace id -> (environment, project); the filters below select by one or the other.
+# trace id -> (environment, project); the filters select by one or the other.
 TRACES = {f"filtered-{n:03d}": (("production", "staging", None)[n % 3],
                                 ("checkout", "search")[n % 2]) for n in range(60)}
 
@@ -173,8 +265,10 @@ async def test_a_filtered_stream_gets_verdicts_only_for_matching_traces(
     assert Counter((v["trace_id"], v["rule"]) for v in out.verdicts) == {
         (t, rule): 1 for t in wanted for rule in ("groundedness", "missing_citation")}
     assert len(scoring_calls(judge)) == len(wanted)
-    assert metrics["groundedness_skipped_total"][("filtered",)] == len(TRACES) - len(wanted)
-    assert metrics["groundedness_skipped_total"][("sampled_out",)] == 0
+    for rule in ("groundedness", "missing_citation"):  # TRACE_FILTER is every rule's
+        assert metrics["groundedness_skipped_total"][("filtered", rule)] == len(TRACES) - len(
+            wanted)
+        assert metrics["groundedness_skipped_total"][("sampled_out", rule)] == 0
     assert not tracebacks(worker.log())
 
 
@@ -223,7 +317,7 @@ async def test_a_span_filter_reads_the_resources_environment_and_service(
 
     assert committed == ends
     assert sorted(v["trace_id"] for v in out.verdicts) == sorted(wanted)
-    assert metrics["groundedness_skipped_total"][("filtered",)] == 12 - len(wanted)
+    assert metrics["groundedness_skipped_total"][("filtered", "groundedness")] == 12 - len(wanted)
     assert not tracebacks(worker.log())
 
 
@@ -335,7 +429,7 @@ async def test_a_replays_summary_adds_up_its_verdicts_costs_as_its_dry_run_predi
     judged = [v for v in verdicts if v["rule"] == "groundedness"]
     left_out = ("skipped", "filtered", "sampled_out", "not_applicable")
     assert {k: dry[k] for k in left_out} == {k: real[k] for k in left_out}
-    assert (real["filtered"], real["skipped"]) == (6, 1)
+    assert (real["filtered"], real["skipped"]) == (2 * 6, 1), "filtered: verdicts, per rule"
     assert real["sampled_out"] > 0
     assert dry["would_judge"] == len(judged) == sum(real["rules"]["groundedness"].values())
     assert dry["rules"]["missing_citation"] == real["rules"]["missing_citation"]

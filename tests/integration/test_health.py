@@ -116,8 +116,10 @@ async def test_metrics_match_a_known_stream_exactly(
             (("rule", "groundedness"), ("verdict", "fail")): 3,
             (("rule", "groundedness"), ("verdict", "error")): 0,
         }
-        assert value(found, "groundedness_skipped_total", reason="empty_output") == 2
-        assert value(found, "groundedness_skipped_total", reason="sampled_out") == 0
+        assert value(found, "groundedness_skipped_total", rule="groundedness",
+                     reason="empty_output") == 2
+        assert value(found, "groundedness_skipped_total", rule="groundedness",
+                     reason="sampled_out") == 0
         assert value(found, "groundedness_dead_letters_total") == 1
         assert value(found, "groundedness_judge_latency_seconds_count") == 8
         assert value(found, "groundedness_judge_retries_total") == 0

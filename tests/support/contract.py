@@ -50,6 +50,9 @@ CONTRACT_VARS = frozenset(
         "CITATION_PATTERN",
         "SAMPLE_RATE",
         "TRACE_FILTER",
+        *(f"{rule}_{control}" for rule in ("GROUNDEDNESS", "MISSING_CITATION",
+                                           "ANSWERED_WITHOUT_TOOL")
+          for control in ("SAMPLE_RATE", "FILTER")),
         "JUDGE_CACHE_SIZE",
         "JUDGE_PRICE_INPUT_PER_MILLION",
         "JUDGE_PRICE_OUTPUT_PER_MILLION",

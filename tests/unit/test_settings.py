@@ -7,13 +7,18 @@ import re
 import pytest
 
 from consumer.cli import main
+from consumer.cost.rule_selection import Selection
 from consumer.errors import ConfigError
 from consumer.judge.prompt import MAX_ANSWER_TOKENS, SYSTEM_PROMPT, estimate_tokens
 from consumer.judge.request_shape import REASONING_ANSWER_TOKENS
 from consumer.settings import load_settings, lookalike_variables
 
+PER_RULE_VARIABLES = tuple(f"{rule}_{control}" for rule in (
+    "GROUNDEDNESS", "MISSING_CITATION", "ANSWERED_WITHOUT_TOOL") for control in (
+    "SAMPLE_RATE", "FILTER"))
 COST_VARIABLES = ("SAMPLE_RATE", "TRACE_FILTER", "JUDGE_CACHE_SIZE",
-                  "JUDGE_PRICE_INPUT_PER_MILLION", "JUDGE_PRICE_OUTPUT_PER_MILLION")
+                  "JUDGE_PRICE_INPUT_PER_MILLION", "JUDGE_PRICE_OUTPUT_PER_MILLION",
+                  *PER_RULE_VARIABLES)
 
 
 @pytest.fixture(autouse=True)
@@ -328,6 +333,43 @@ def test_cost_controls_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.trace_filter.expression == "metadata.environment == 'production'"
     assert (settings.judge_price_input_per_million,
             settings.judge_price_output_per_million) == (0.15, 0.0)
+
+
+def test_each_rule_takes_its_own_selection_else_the_defaults(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SAMPLE_RATE is the judge's default, 1.0 the deterministic rules' (they cost nothing);
+    TRACE_FILTER every rule's; the judge's sample unsalted, as SAMPLE_RATE always drew it."""
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv("SAMPLE_RATE", "0.3")
+    monkeypatch.setenv("TRACE_FILTER", "project_id == 'support'")
+    settings = load_settings()
+    every = settings.trace_filter
+    assert settings.selection("groundedness") == Selection(0.3, every, "")
+    assert settings.selection("missing_citation") == Selection(1.0, every, "missing_citation")
+    monkeypatch.setenv("MISSING_CITATION_SAMPLE_RATE", "0.1")
+    monkeypatch.setenv("MISSING_CITATION_FILTER", "metadata.environment == 'production'")
+    monkeypatch.setenv("GROUNDEDNESS_SAMPLE_RATE", " 0.05 ")
+    monkeypatch.setenv("ANSWERED_WITHOUT_TOOL_FILTER", " ")  # blank: the default
+    settings = load_settings()
+    chosen = settings.selection("missing_citation")
+    assert (chosen.rate, chosen.salt) == (0.1, "missing_citation")
+    assert chosen.trace_filter is not None
+    assert chosen.trace_filter.expression == "metadata.environment == 'production'"
+    assert settings.selection("groundedness").rate == 0.05
+    assert settings.selection("answered_without_tool").trace_filter is settings.trace_filter
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("MISSING_CITATION_SAMPLE_RATE", "1.5", "MISSING_CITATION_SAMPLE_RATE"),
+    ("GROUNDEDNESS_SAMPLE_RATE", "nan", "GROUNDEDNESS_SAMPLE_RATE"),
+    ("ANSWERED_WITHOUT_TOOL_FILTER", "length(", "ANSWERED_WITHOUT_TOOL_FILTER"),
+])
+def test_a_bad_rule_selection_is_refused_naming_its_variable(
+        monkeypatch: pytest.MonkeyPatch, name: str, value: str, says: str) -> None:
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=says):
+        load_settings()
 
 
 @pytest.mark.parametrize("name", COST_VARIABLES)

@@ -136,3 +136,17 @@ def test_raising_the_rate_over_many_ids_only_adds(points: list[int]) -> None:
     kept_before = {k for k, point in enumerate(points) if point < 0.1 * 2**64}
     kept_after = {k for k, point in enumerate(points) if point < 0.25 * 2**64}
     assert kept_before < kept_after
+
+
+def test_rules_salted_apart_pick_different_traces_at_the_same_rate() -> None:
+    """Two rules at 0.3 each keep 30%, and overlap as independent draws do (9%), not wholly;
+    the empty salt is the unsalted hash the judge's SAMPLE_RATE has always drawn."""
+    rng = random.Random(29)
+    ids = [_otel(rng, k) for k in range(20_000)]
+    judge = {t for t in ids if sampled(t, 0.3)}
+    rule = {t for t in ids if sampled(t, 0.3, "missing_citation")}
+    assert judge == {t for t in ids if sample_point(t) < 0.3 * 2**64}
+    assert judge == {t for t in ids if sampled(t, 0.3, "")}
+    for kept in (judge, rule):
+        assert abs(len(kept) / len(ids) - 0.3) <= 4 * math.sqrt(0.21 / len(ids))
+    assert abs(len(judge & rule) / len(ids) - 0.09) <= 4 * math.sqrt(0.09 * 0.91 / len(ids))

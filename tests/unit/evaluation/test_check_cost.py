@@ -67,8 +67,12 @@ def test_check_leaves_out_samples_reuses_and_prices_as_the_worker(
         "check: line 41: trace 'empty' has an empty output: not evaluated, no verdict",
         f"check: groundedness: {len(judged)} pass, 0 fail, 0 error",
         f"check: missing_citation: {len(kept)} pass, 0 fail, 0 error",
-        f"check: left out: 1 empty output, {40 - len(kept)} filtered out (TRACE_FILTER), "
-        f"{len(kept) - len(judged)} sampled out of judging (SAMPLE_RATE)",
+        "check: left out: 1 empty output",
+        f"check: left out of groundedness: {40 - len(kept)} filtered out (<RULE>_FILTER or "
+        f"TRACE_FILTER), {len(kept) - len(judged)} sampled out (<RULE>_SAMPLE_RATE or "
+        "SAMPLE_RATE)",
+        f"check: left out of missing_citation: {40 - len(kept)} filtered out (<RULE>_FILTER or "
+        "TRACE_FILTER)",
         f"check: judge: {len(judged)} verdicts, {hits} from the cache, "
         f"{tokens['total_tokens']:,} tokens ({tokens['prompt_tokens']:,} prompt + "
         f"{tokens['completion_tokens']:,} completion), {format_usd(spent)}",

@@ -12,9 +12,12 @@ import structlog
 from aiokafka import TopicPartition
 from structlog.testing import capture_logs
 
+from consumer.ops import metrics
 from consumer.ops.metrics import REGISTRY
 from consumer.pipeline.records import RecordPath
 from consumer.pipeline.traces import NO_ANSWER_LOG_EVERY_S, TracePath
+from consumer.rules.missing_citation import MissingCitation
+from consumer.rules.rule_set import RuleSet
 from consumer.telemetry.assembly import ClosedTrace
 from consumer.telemetry.spans import Span, SpanEvent
 from tests.support.pipeline_fakes import ListSink
@@ -38,7 +41,8 @@ def closed(*spans: Span) -> ClosedTrace:
 
 
 def skipped(reason: str) -> float:
-    return REGISTRY.get_sample_value("groundedness_skipped_total", {"reason": reason}) or 0.0
+    labels = {"rule": "missing_citation", "reason": reason}
+    return REGISTRY.get_sample_value("groundedness_skipped_total", labels) or 0.0
 
 
 class Clock:
@@ -51,8 +55,9 @@ class Clock:
 
 def trace_path(clock: Clock) -> tuple[TracePath, RecordPath, ListSink]:
     sink = ListSink()
-    records = RecordPath(sink, rules=Any)  # type: ignore[arg-type]  # skips evaluate nothing
-    return TracePath(records, rules=Any, clock=clock), records, sink  # type: ignore[arg-type]
+    rules = RuleSet([MissingCitation()])  # a skip evaluates nothing: any rule will do
+    records = RecordPath(sink, rules)
+    return TracePath(records, rules, clock=clock), records, sink
 
 
 async def test_an_answer_found_nowhere_is_counted_and_named_once_a_minute() -> None:
@@ -92,6 +97,10 @@ async def test_an_empty_answer_stays_empty_output_and_is_not_warned_about() -> N
     assert not [entry for entry in logs if entry["event"] == "trace_answer_not_found"]
 
 
-@pytest.mark.parametrize("reason", ["no_answer_found", "empty_output"])
-def test_every_skip_reason_starts_at_zero(reason: str) -> None:
-    assert REGISTRY.get_sample_value("groundedness_skipped_total", {"reason": reason}) is not None
+@pytest.mark.parametrize("reason", ["no_answer_found", "empty_output", "filtered",
+                                    "sampled_out"])
+def test_every_skip_reason_of_a_configured_rule_starts_at_zero(reason: str) -> None:
+    labels = {"rule": f"a_rule_to_start_{reason}", "reason": reason}  # new to this process
+    assert REGISTRY.get_sample_value("groundedness_skipped_total", labels) is None
+    metrics.expect_rules([labels["rule"]])
+    assert REGISTRY.get_sample_value("groundedness_skipped_total", labels) == 0

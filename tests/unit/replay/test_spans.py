@@ -343,7 +343,7 @@ async def test_the_dry_run_counts_the_windows_traces_whole_and_nothing_past_it()
 
     assert dry.counter is not None
     counted = dry.counter.dry
-    assert (counted.would_judge, counted.skipped["empty_output"]) == (2, 0)
+    assert (counted.would_judge, counted.left_out["skipped"]) == (2, 0)
     assert dry.pipeline.outcomes == {"dead_lettered": 1}, "the window's garbage alone"
     assert counted.estimated_tokens > 2 * 400
     assert dry.counter.no_candidate == 0

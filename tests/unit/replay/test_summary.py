@@ -127,7 +127,8 @@ async def test_a_dry_run_without_groundedness_runs_the_rules_and_estimates_nothi
     assert dry.by_rule == {("missing_citation", "pass"): 1, ("missing_citation", "fail"): 1,
                            ("answered_without_tool", "fail"): 1}
     assert (dry.would_judge, dry.estimated_tokens) == (0, 0)
-    assert (dry.not_applicable, dry.skipped["empty_output"], dry.dead_lettered) == (1, 1, 1)
+    assert (dry.left_out["not_applicable"], dry.left_out["skipped"], dry.dead_lettered) == (
+        1, 1, 1)
     summary = summarise({**WINDOW, "dry_run": True}, 5, 1.0, Counter(),
                         ("missing_citation", "answered_without_tool"), dry=dry)
     assert summary["rules"] == {"missing_citation": {"pass": 1, "fail": 1, "error": 0},
@@ -146,7 +147,7 @@ async def test_a_dry_run_with_groundedness_estimates_every_answer_beside_the_rul
 
     assert dry.would_judge == 3
     assert dry.estimated_tokens > 3 * MAX_ANSWER_TOKENS  # each carries the answer allowance
-    assert dry.not_applicable == 0
+    assert dry.left_out["not_applicable"] == 0
     assert sum(dry.by_rule.values()) == 3
     summary = summarise({**WINDOW, "dry_run": True}, 5, 1.0, Counter(),
                         ("groundedness", "missing_citation", "answered_without_tool"), dry=dry)
@@ -161,8 +162,8 @@ def production(offset: int, environment: str) -> Rec:
 
 
 async def test_a_dry_run_filters_and_samples_the_traces_the_worker_would() -> None:
-    """The worker's own rule set decides: the filter leaves traces out of every rule, the
-    sampling only out of the judge's, on the very ids ``sampled`` keeps."""
+    """The worker's own rule set decides: TRACE_FILTER leaves traces out of every rule (each
+    counted), SAMPLE_RATE only out of the judge's, on the very ids ``sampled`` keeps."""
     records = [production(n, "production" if n % 3 else "staging") for n in range(60)]
     dry = DryRun(dry_run_rules(settings(
         rules="groundedness,missing_citation", sample_rate=0.5,
@@ -173,16 +174,17 @@ async def test_a_dry_run_filters_and_samples_the_traces_the_worker_would() -> No
     kept = [f"t{n}" for n in range(60) if n % 3]
     judged = [trace_id for trace_id in kept if sampled(trace_id, 0.5)]
     assert 0 < len(judged) < len(kept)
-    assert (dry.skipped["filtered"], dry.skipped["sampled_out"]) == (20, len(kept) - len(judged))
+    assert (dry.left_out["filtered"], dry.left_out["sampled_out"]) == (
+        2 * 20, len(kept) - len(judged))
     assert dry.would_judge == len(judged)
     assert sum(dry.by_rule.values()) == len(kept), "missing_citation on every kept trace"
     summary = summarise({**WINDOW, "dry_run": True}, 60, 1.0, Counter(),
                         ("groundedness", "missing_citation"), dry=dry)
     assert (summary["filtered"], summary["sampled_out"], summary["skipped"]) == (
-        20, len(kept) - len(judged), 0)
+        2 * 20, len(kept) - len(judged), 0)
     text = rendered(summary)
-    assert text["filtered out (TRACE_FILTER)"] == "20"
-    assert text["not judged: sampled out (SAMPLE_RATE)"] == str(len(kept) - len(judged))
+    assert text["verdicts filtered out (per rule)"] == "40"
+    assert text["verdicts sampled out (per rule)"] == str(len(kept) - len(judged))
 
 
 @pytest.mark.parametrize("cache_size", [0, 100])
@@ -251,7 +253,7 @@ async def test_a_span_dry_run_reads_the_traces_origin_as_the_live_rules_do() -> 
                               context_source="llm_input", spans=2, root_seen=True,
                               closed_by="quiet")
     await counter.dry.count_trace(trace, prompt_only)
-    assert (counter.dry.by_rule, counter.dry.not_applicable) == (Counter(), 1)
+    assert (counter.dry.by_rule, counter.dry.left_out["not_applicable"]) == (Counter(), 1)
 
 
 async def test_a_span_dry_run_filters_on_the_resources_environment_and_service() -> None:
@@ -269,7 +271,7 @@ async def test_a_span_dry_run_filters_on_the_resources_environment_and_service()
         trace = TraceEvent(trace_id=f"{n:032x}", output="Prorated [1].",
                            retrieved_documents=DOCS)
         await counter.dry.count_trace(trace, origin)
-    assert (counter.dry.would_judge, counter.dry.skipped["filtered"]) == (1, 2)
+    assert (counter.dry.would_judge, counter.dry.left_out["filtered"]) == (1, 2 * 2)
     assert counter.dry.by_rule == {("missing_citation", "pass"): 1}
 
 
@@ -303,8 +305,8 @@ def test_the_judges_cost_and_cache_hits_are_summed_from_the_verdicts() -> None:
     text = rendered(summary)
     assert text["judge cost (JUDGE_PRICE_*)"] == "$0.000240"
     assert text["answers from the cache (no tokens)"] == "1"
-    assert text["filtered out (TRACE_FILTER)"] == "4"
-    assert text["not judged: sampled out (SAMPLE_RATE)"] == "2"
+    assert text["verdicts filtered out (per rule)"] == "4"
+    assert text["verdicts sampled out (per rule)"] == "2"
     json.dumps(summary)
 
 
@@ -315,7 +317,7 @@ def test_without_prices_the_cost_is_unknown_not_zero() -> None:
     assert summary["cost_usd"] is None
     text = rendered(summary)
     assert text["judge cost (JUDGE_PRICE_*)"] == "—"
-    assert "filtered out (TRACE_FILTER)" not in text, "no row for a control left unused"
+    assert "verdicts filtered out (per rule)" not in text, "no row for a control left unused"
 
 
 async def test_a_span_dry_run_counts_an_answer_found_nowhere_as_skipped() -> None:
@@ -326,7 +328,7 @@ async def test_a_span_dry_run_counts_an_answer_found_nowhere_as_skipped() -> Non
     closed = ClosedTrace(trace_id="a" * 32, spans=(chat,), root_seen=True, closed_by="quiet",
                          span_count=1, capped=0, first_offset=0)
     await counter.handle(None, closed, structlog.get_logger())
-    assert (counter.dry.skipped["no_answer_found"], counter.dry.skipped["empty_output"]) == (1, 0)
+    assert counter.dry.left_out == {"skipped": 1}
     summary = summarise({**WINDOW, "dry_run": True}, 1, 1.0, Counter(), ("missing_citation",),
                         dry=counter.dry)
     assert summary["skipped"] == 1

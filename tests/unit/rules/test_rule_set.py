@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from consumer.cost.rule_selection import Selection
 from consumer.cost.sampling import sampled
 from consumer.cost.trace_filter import compile_filter
 from consumer.judge.prompt import Limits
@@ -85,8 +86,9 @@ async def test_the_order_is_the_one_rules_lists() -> None:
 async def test_a_trace_without_an_answer_gets_no_verdict_and_no_judge_call() -> None:
     rules, judge = _all_three()
     for output in (None, "", "   "):
-        assert await rules.evaluate(_trace(output, retrieved_documents=DOCS)) == RuleResults(
-            [], "empty_output")
+        found = await rules.evaluate(_trace(output, retrieved_documents=DOCS))
+        assert found == RuleResults([], dict.fromkeys(rules.names, "empty_output"))
+        assert found.left_out() == {"skipped": 1}, "one trace, whatever the rules"
     assert judge.started == []
 
 
@@ -184,22 +186,28 @@ def test_a_rule_set_needs_a_rule() -> None:
 async def test_a_filtered_trace_gets_no_verdict_of_any_rule() -> None:
     judge = GatedJudge()
     judge.open(CITED)
+    production_only = Selection(trace_filter=compile_filter(
+        "metadata.environment == 'production'"))
     rules = RuleSet([Groundedness(Evaluator(judge, 0.5, Limits())), MissingCitation()],
-                    trace_filter=compile_filter("metadata.environment == 'production'"))
+                    selections=dict.fromkeys(("groundedness", "missing_citation"),
+                                             production_only))
     staging = _trace(retrieved_documents=DOCS, metadata={"environment": "staging"})
-    assert await rules.evaluate(staging) == RuleResults([], "filtered")
+    left_out = await rules.evaluate(staging)
+    assert left_out == RuleResults([], {"groundedness": "filtered",
+                                        "missing_citation": "filtered"})
+    assert left_out.left_out() == {"filtered": 2}
     assert judge.started == []
     production = _trace(retrieved_documents=DOCS, metadata={"environment": "production"})
     kept = await rules.evaluate(production)
     assert [e.verdict.rule for e in kept.evaluations] == ["groundedness", "missing_citation"]
-    assert kept.skipped is None
+    assert kept.skipped == {}
 
 
 async def test_sampling_leaves_out_the_judge_only_and_decides_alike_every_time() -> None:
     judge = GatedJudge()
     judge.open(CITED)
     rules = RuleSet([Groundedness(Evaluator(judge, 0.5, Limits())), MissingCitation()],
-                    sample_rate=0.5)
+                    selections={"groundedness": Selection(rate=0.5)})
     judged = out = 0
     for n in range(200):
         trace = TraceEvent.model_validate({"trace_id": f"trace-{n}", "output": CITED,
@@ -208,16 +216,60 @@ async def test_sampling_leaves_out_the_judge_only_and_decides_alike_every_time()
         names = [e.verdict.rule for e in found.evaluations]
         assert "missing_citation" in names, "the deterministic rules run on every trace"
         assert ("groundedness" in names) is sampled(trace.trace_id, 0.5)
-        assert (found.skipped == "sampled_out") is ("groundedness" not in names)
+        assert (found.skipped == {"groundedness": "sampled_out"}) is (
+            "groundedness" not in names)
         judged += "groundedness" in names
-        out += found.skipped == "sampled_out"
+        out += found.skipped == {"groundedness": "sampled_out"}
     assert judged + out == 200
     assert 60 < judged < 140
     assert len(judge.started) == judged
 
 
-async def test_sampling_without_a_judged_rule_skips_nothing() -> None:
-    rules = RuleSet([MissingCitation()], sample_rate=0.0)
+async def test_a_rules_own_filter_and_sample_leave_the_other_rules_alone() -> None:
+    """Per rule: missing_citation on production traces only, groundedness on a salted half;
+    a filter two rules share is evaluated once per trace."""
+    judge = GatedJudge()
+    judge.open(CITED)
+    production = compile_filter("metadata.environment == 'production'")
+    rules = RuleSet([Groundedness(Evaluator(judge, 0.5, Limits())), MissingCitation()],
+                    selections={"groundedness": Selection(rate=0.5),
+                                "missing_citation": Selection(trace_filter=production,
+                                                              salt="missing_citation")})
+    for n in range(100):
+        environment = ("production", "staging")[n % 2]
+        trace = _trace(trace_id=f"t-{n}", retrieved_documents=DOCS,
+                       metadata={"environment": environment})
+        found = await rules.evaluate(trace)
+        names = {e.verdict.rule for e in found.evaluations}
+        assert ("missing_citation" in names) is (environment == "production")
+        assert ("groundedness" in names) is sampled(trace.trace_id, 0.5)
+        assert found.skipped == {
+            **({} if environment == "production" else {"missing_citation": "filtered"}),
+            **({} if sampled(trace.trace_id, 0.5) else {"groundedness": "sampled_out"})}
+
+
+async def test_a_shared_filter_runs_once_per_trace() -> None:
+    shared = compile_filter("metadata.environment == 'production'")
+    calls = 0
+    keeps = shared.keeps_trace
+
+    def counted(trace: TraceEvent, origin: TraceOrigin | None = None) -> bool:
+        nonlocal calls
+        calls += 1
+        return keeps(trace, origin)
+
+    shared.keeps_trace = counted  # type: ignore[method-assign]
+    rules = RuleSet([MissingCitation(), AnsweredWithoutTool()],
+                    selections=dict.fromkeys(("missing_citation", "answered_without_tool"),
+                                             Selection(trace_filter=shared)))
+    found = await rules.evaluate(_trace(retrieved_documents=DOCS, agent=True,
+                                        metadata={"environment": "staging"}))
+    assert found.skipped == {"missing_citation": "filtered", "answered_without_tool": "filtered"}
+    assert calls == 1
+
+
+async def test_a_rule_left_unselected_takes_every_trace() -> None:
+    rules = RuleSet([MissingCitation()], selections={"groundedness": Selection(rate=0.0)})
     found = await rules.evaluate(_trace(retrieved_documents=DOCS))
-    assert found.skipped is None
+    assert found.skipped == {}
     assert [e.verdict.rule for e in found.evaluations] == ["missing_citation"]

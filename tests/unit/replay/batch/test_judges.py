@@ -99,7 +99,7 @@ async def test_the_collecting_pass_spools_each_distinct_request_once_under_the_c
         assert collection.verdicts_by_request() == {
             keys["a"]: [verdict_id("a"), verdict_id("b")], keys["c"]: [verdict_id("c")]}
         assert collection.by_rule["missing_citation", "fail"] == 1
-        assert collection.skipped["empty_output"] == 1
+        assert collection.left_out["skipped"] == 1
 
 
 def test_only_a_collecting_placeholder_names_a_request() -> None:
