@@ -27,6 +27,7 @@ from consumer.samples import DEFAULT as DEFAULT_SAMPLE
 from consumer.samples import SAMPLES, print_sample
 from consumer.settings import Settings, load_settings, lookalike_variables
 from consumer.settings_help import settings_help
+from consumer.tail.selection import OUTCOMES, RULE_NAMES
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
@@ -106,6 +107,27 @@ def _parser() -> argparse.ArgumentParser:
                         help="the batch replay's state file (default: named after the topic "
                              "and window, in the working directory)")
     replay.set_defaults(command=_replay)
+
+    verdicts = commands.add_parser(
+        "verdicts", help="show the verdicts on VERDICTS_TOPIC as they come, outside any "
+                         "consumer group"
+    )
+    verdicts.add_argument("--rule", action="append", choices=RULE_NAMES,
+                          help="only this rule's verdicts (again for several)")
+    verdicts.add_argument("--verdict", action="append", choices=OUTCOMES,
+                          help="only these verdicts (again for several)")
+    verdicts.add_argument("--trace-id", action="append", metavar="ID",
+                          help="only this trace's verdicts (again for several)")
+    verdicts.add_argument("--from-beginning", action="store_true",
+                          help="from the oldest verdict still on the topic (default: from now)")
+    verdicts.add_argument("--limit", type=_positive, metavar="N",
+                          help="stop after N verdicts shown")
+    verdicts.add_argument("--until-end", action="store_true",
+                          help="stop at the end of the topic as it was at start")
+    verdicts.add_argument("--json", action="store_true",
+                          help="one JSON line per verdict (the default when stdout is not a "
+                               "terminal; else a live table)")
+    verdicts.set_defaults(command=_verdicts)
 
     check = commands.add_parser(
         "check", help="run the rules of RULES on traces from a JSON or JSON-lines file, "
@@ -256,6 +278,28 @@ def _replay(args: argparse.Namespace) -> int:
     if args.summary_json is not None:
         _write_json(args.summary_json, summary)
     return 0 if summary["complete"] else EXIT_INTERRUPTED
+
+
+def _verdicts(args: argparse.Namespace) -> int:
+    from consumer.tail.command import Ended, VerdictsRequest, follow_verdicts
+    from consumer.tail.display import JsonLines, LiveTable
+    from consumer.tail.selection import Selection
+
+    # On a terminal only warnings are logged: info lines would push the table around.
+    settings = _settings(progress_bar=True, require_threshold=False, kafka=True)
+    request = VerdictsRequest(Selection.of(args.rule, args.verdict, args.trace_id),
+                              from_beginning=args.from_beginning, limit=args.limit,
+                              until_end=args.until_end)
+    as_json = args.json or not sys.stdout.isatty()
+    display: JsonLines | LiveTable = (
+        JsonLines(sys.stdout) if as_json else LiveTable(f"verdicts on {settings.verdicts_topic}"))
+    try:
+        with display:
+            ended = asyncio.run(follow_verdicts(settings, request, display))
+    except BrokenPipeError:  # the reader of stdout is gone (`| head`): nothing more to show
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return EXIT_INTERRUPTED if ended is Ended.STOPPED else 0
 
 
 def _check(args: argparse.Namespace) -> int:

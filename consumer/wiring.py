@@ -200,6 +200,12 @@ def create_reader(settings: Settings) -> AIOKafkaConsumer:
     return new_consumer(settings, f"{settings.consumer_group}-replay", None)
 
 
+def create_verdict_reader(settings: Settings) -> AIOKafkaConsumer:
+    """``groundedness verdicts``' reader of ``VERDICTS_TOPIC``, outside any group: it joins
+    none, commits nothing, and moves no group's offsets."""
+    return new_consumer(settings, f"{settings.consumer_group}-verdicts", None)
+
+
 async def start(
     client: Startable, settings: Settings, what: str, stop: asyncio.Event | None = None
 ) -> bool:

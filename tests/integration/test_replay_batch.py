@@ -2,8 +2,9 @@
 Batch API over HTTP (the real openai SDK): the verdicts are a synchronous replay's (same ids,
 rules, filter and sampling decisions; half the cost), on trace events and on spans; a replay
 killed while its batch runs and again while it publishes, then run again, publishes every
-verdict once and creates its batch once; an expired batch's requests are sent again; a line
-the batch failed is judged synchronously."""
+verdict once and creates its batch once; two runs of one window started together create one
+batch and publish each verdict once (the second refused, naming the first); an expired batch's
+requests are sent again; a line the batch failed is judged synchronously."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -374,3 +376,30 @@ async def test_a_span_topics_batch_replay_publishes_its_synchronous_replays_verd
     assert (b["batch"]["requests"], b["batch"]["answered_by_batch"]) == (3, 3)
     assert [r.value for r in await read_all(kafka, topics.dlq, at_least=2, settle_s=1.0)] == [
         GARBAGE, GARBAGE], "one per replay"
+
+
+async def test_two_batch_replays_of_one_window_at_once_create_one_batch_and_publish_once(
+    kafka: str, fake_judge: tuple[ScriptedJudge, JudgeServer], tmp_path: Path,
+) -> None:
+    _, server = fake_judge
+    server.batches.seconds_per_state = 1.0  # the batch runs for 3 s: the two runs overlap
+    topics, window = await seed(kafka, "replay-batch-twice", scored("t", 20))
+    env = worker_env(topics.env(kafka), server.url)
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+
+    # The same command in two terminals (or a Job's pod and its replacement): same window,
+    # same working directory, so the same state file.
+    runs = [await start_replay(env, tmp_path, log, *window, "--batch") for log in logs]
+    with killed_on_exit(*runs):
+        codes = await asyncio.wait_for(asyncio.gather(*(run.wait() for run in runs)), 120)
+
+    records = await read_all(kafka, topics.verdicts, at_least=20, settle_s=2.0)
+    ids = Counter(record.key for record in records)
+    outputs = [log.read_text() for log in logs]
+    assert (len(server.batches.created), len(records), len(ids)) == (1, 20, 20), outputs
+    assert sorted(codes) == [0, 2], outputs
+    refused = outputs[codes.index(2)].strip().splitlines()
+    [line] = refused
+    assert "is being replayed by pid " in line
+    assert f"on {socket.gethostname()}" in line
+    assert str(runs[codes.index(0)].pid) in line

@@ -20,6 +20,10 @@ the same verdict ids, on ``trace_json`` and span topics alike); only the judge d
    earlier run of the same replay published (the ``<state>.published`` ledger) and prices the
    verdicts the batch answered at ``BATCH_PRICE_FACTOR`` of ``JUDGE_PRICE_*``.
 
+One run per state file at a time: a second run of the same window while one runs is refused
+in one line naming it (``lock.py``; exit code 2), so two runs never both create the batches and
+both publish the verdicts.
+
 Stopped (SIGTERM, SIGINT) or killed at any point, the same command picks up where it was: the
 state holds the batches (never created twice), the ledger what was published (never sent
 twice but for the one outcome a SIGKILL may catch between the broker's acknowledgement and
@@ -54,6 +58,7 @@ from consumer.replay.batch.judges import (
     CollectingJudge,
     request_key_of,
 )
+from consumer.replay.batch.lock import state_lock
 from consumer.replay.batch.progress import Progress
 from consumer.replay.batch.published import (
     BATCH_PRICE_FACTOR,
@@ -126,20 +131,23 @@ async def replay_batch(settings: Settings, request: ReplayRequest) -> dict[str, 
     path, scope = state_path_for(settings, request)
     if not path.parent.is_dir():
         raise ConfigError(f"--batch-state: the directory {path.parent} does not exist")
-    state = BatchState.open(path, scope)  # another replay's file is refused here
-    started = time.monotonic()
-    try:
-        ledger = PublishedLedger(ledger_path(path, settings.verdicts_topic,
-                                             settings.kafka_bootstrap_servers))
-        spool = RequestSpool(path.parent)
-    except OSError as exc:
-        raise ConfigError(f"--batch-state: cannot write beside {path}: {exc}") from None
-    log.info("batch_replay_starting", state=str(path), batches=len(state.records),
-             published_before=ledger.loaded)
-    with ledger, spool:
-        async with open_reading(settings, request) as reading:
-            return await _replay(settings, request, reading, state, spool, ledger, api_key,
-                                 started)
+    # Held to the end: a second run of this window at once is refused here, before it reads
+    # the state (it would create every batch again and publish every verdict again).
+    with state_lock(path):
+        state = BatchState.open(path, scope)  # another replay's file is refused here
+        started = time.monotonic()
+        try:
+            ledger = PublishedLedger(ledger_path(path, settings.verdicts_topic,
+                                                 settings.kafka_bootstrap_servers))
+            spool = RequestSpool(path.parent)
+        except OSError as exc:
+            raise ConfigError(f"--batch-state: cannot write beside {path}: {exc}") from None
+        log.info("batch_replay_starting", state=str(path), batches=len(state.records),
+                 published_before=ledger.loaded)
+        with ledger, spool:
+            async with open_reading(settings, request) as reading:
+                return await _replay(settings, request, reading, state, spool, ledger,
+                                     api_key, started)
 
 
 async def _replay(

@@ -65,4 +65,6 @@ def test_batch_refusals_are_one_line_and_reach_no_broker(
         err = capsys.readouterr().err
         assert err.startswith(message), err
         assert err.count("\n") == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json"], "no state written"
+    # The lock taken to read other.json stays, empty of any holder once released (lock.py).
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.json", "other.json.lock"], \
+        "no state written"
