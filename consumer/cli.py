@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -22,7 +23,10 @@ from consumer.jsonl import decode_text, read_text
 from consumer.ops.collector import tune_collector
 from consumer.ops.logs import configure_logging
 from consumer.ops.progress import interactive
+from consumer.samples import DEFAULT as DEFAULT_SAMPLE
+from consumer.samples import SAMPLES, print_sample
 from consumer.settings import Settings, load_settings, lookalike_variables
+from consumer.settings_help import settings_help
 from consumer.tail.selection import OUTCOMES, RULE_NAMES
 
 EXIT_CONFIG = 2
@@ -47,14 +51,27 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="groundedness", description="Judge whether LLM answers are grounded in their sources."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="consume TRACES_TOPIC and publish verdicts")
+    run = commands.add_parser(
+        "run", help="consume TRACES_TOPIC and publish verdicts",
+        description="The worker: consume TRACES_TOPIC, publish a verdict per trace and rule\n"
+                    "to VERDICTS_TOPIC (undecodable records to DLQ_TOPIC); SIGTERM drains and\n"
+                    "exits 0. It takes no options: the environment configures it.",
+        epilog=settings_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.set_defaults(command=_run)
 
-    local = commands.add_parser("local-judge", help="serve the offline heuristic judge")
-    local.add_argument("--host", default="127.0.0.1")
-    local.add_argument("--port", type=int, default=8000)
+    local = commands.add_parser(
+        "local-judge", help="serve the offline heuristic judge",
+        description="The offline heuristic judge behind the OpenAI chat-completions API, for "
+                    "demos and tests: no key, no network.")
+    local.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: %(default)s; 0.0.0.0 for every "
+                            "interface)")
+    local.add_argument("--port", type=_port, default=8000,
+                       help="port to listen on (default: %(default)s; 0 for any free one); "
+                            "point the worker at it with OPENAI_BASE_URL=http://HOST:PORT/v1")
     local.add_argument("--requests-per-minute", type=_positive, metavar="N",
                        help="answer as an account limited to N requests a minute would: "
                             "429s and x-ratelimit-* headers (default: no limit)")
@@ -119,10 +136,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE",
                        help="one JSON document or JSON lines; - for stdin")
     check.add_argument("--format", dest="file_format", default="auto",
-                       choices=("auto", *file_formats()),
-                       help="trace events, or OTLP JSON spans (TracesData, one per line or one "
-                            "document) assembled into traces; auto (the default): OTLP JSON "
-                            "when the first JSON object has resourceSpans")
+                       choices=("auto", *file_formats(), "labelled"),
+                       help="trace events, OTLP JSON spans (TracesData, one per line or one "
+                            "document) assembled into traces, or eval's labelled rows (id, "
+                            "input, documents, output, label: groundedness sample); auto (the "
+                            "default): OTLP JSON when the first JSON object has resourceSpans, "
+                            "labelled when it has a label and no trace_id")
     check.set_defaults(command=_check)
 
     evaluate = commands.add_parser(
@@ -139,13 +158,25 @@ def _parser() -> argparse.ArgumentParser:
                                "benchmarks as CSV, JSON lines or Parquet (needs pyarrow), "
                                "reported beside their published figures; rules: trace events "
                                "with labels per rule (pass, fail, not_applicable), as "
-                               "consumer/data/rules-sample.jsonl, each rule of RULES measured "
+                               "groundedness sample rules, each rule of RULES measured "
                                "against its labels")
-    evaluate.add_argument("--json", type=Path, required=True, metavar="PATH",
-                          help="write the metrics here")
+    evaluate.add_argument("--json", type=Path, metavar="PATH",
+                          help="also write the metrics here, as JSON (the table is printed "
+                               "either way)")
     evaluate.add_argument("--plot", type=Path, metavar="PATH.png",
                           help="draw the score distribution per label (needs matplotlib)")
     evaluate.set_defaults(command=_eval)
+
+    sample = commands.add_parser(
+        "sample", help="the bundled data files: list them, print one, or its path",
+        description="The data files installed with the package. Without NAME: the list; "
+                    "with NAME: the file on stdout; --path: its path instead.",
+        epilog='e.g. groundedness check "$(groundedness sample --path)"')
+    sample.add_argument("name", nargs="?", metavar="NAME", choices=sorted(SAMPLES),
+                        help=f"one of {', '.join(sorted(SAMPLES))}")
+    sample.add_argument("--path", action="store_true",
+                        help=f"print the file's path (NAME's, default: {DEFAULT_SAMPLE})")
+    sample.set_defaults(command=_sample)
     return parser
 
 
@@ -182,6 +213,23 @@ def _local_judge(args: argparse.Namespace) -> int:
 
     serve(args.host, args.port, args.requests_per_minute, args.tokens_per_minute)
     return 0
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("groundedness-worker")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown (not installed)"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number, 0 to 65535, not {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -257,7 +305,7 @@ def _verdicts(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from consumer.evaluation.check import check
 
-    settings = _settings()
+    settings = _settings(progress_bar=True)
     try:
         # As bytes: text-mode reads translate a lone \r, which may stand inside a JSON line.
         text = (decode_text(sys.stdin.buffer.read()) if args.file == "-"
@@ -281,7 +329,8 @@ def _eval(args: argparse.Namespace) -> int:
     rows = read_dataset(args.dataset, dataset_format)
     report = asyncio.run(evaluate_dataset(settings, rows, BENCHMARKS.get(dataset_format)))
     report["dataset"] = str(args.dataset)
-    _write_json(args.json, report)
+    if args.json is not None:
+        _write_json(args.json, report)
     Console().print(eval_table(report, str(args.dataset)))
     if "benchmark" in report:
         Console().print(benchmark_table(report))
@@ -301,9 +350,15 @@ def _eval_rules(args: argparse.Namespace) -> int:
     rows = read_rule_dataset(args.dataset)
     report = asyncio.run(evaluate_rules(settings, rows))
     report["dataset"] = str(args.dataset)
-    _write_json(args.json, report)
+    if args.json is not None:
+        _write_json(args.json, report)
     for table in rules_tables(report, str(args.dataset)):
         Console().print(table)
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    print_sample(args.name, path_only=args.path)
     return 0
 
 

@@ -39,6 +39,16 @@ class LabelledRow:
         """Did people judge the answer grounded in the documents?"""
         return self.label == "grounded"
 
+    def as_trace(self) -> dict[str, Any]:
+        """The row as a trace event's fields; the label rides in metadata, for agreement."""
+        return {
+            "trace_id": self.id,
+            "input": self.input,
+            "output": self.output,
+            "retrieved_documents": self.documents,
+            "metadata": {"label": self.label, "source": self.source},
+        }
+
 
 def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
     """(1-based line number, line) for every line that is not blank, ``\\r\\n`` tolerated."""
@@ -64,25 +74,32 @@ def parse_labelled(text: str, name: str = "<labelled>") -> list[LabelledRow]:
     rows: list[LabelledRow] = []
     for number, line in numbered_lines(text):
         try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("not a JSON object")
-            label = row.get("label")
-            if label not in LABELS:
-                raise ValueError(f"label must be grounded or ungrounded, got {label!r}")
+            rows.append(labelled_row(number, line))
         except ValueError as exc:
-            detail = str(exc).splitlines()[0]
-            raise ValueError(f"{name}:{number}: {detail}") from exc
-        rows.append(LabelledRow(
-            line=number,
-            id=str(row.get("id") or f"line-{number}"),
-            input=row.get("input"),
-            documents=row.get("documents") or [],
-            output=row.get("output"),
-            label=label,
-            source=row.get("source"),
-        ))
+            raise ValueError(f"{name}:{number}: {exc}") from exc
     return rows
+
+
+def labelled_row(number: int, line: str) -> LabelledRow:
+    """Line ``number`` of labelled JSON lines; ValueError (one line: why) when it is none."""
+    try:
+        row = json.loads(line)
+        if not isinstance(row, dict):
+            raise ValueError("not a JSON object")
+        label = row.get("label")
+        if label not in LABELS:
+            raise ValueError(f"label must be grounded or ungrounded, got {label!r}")
+    except ValueError as exc:
+        raise ValueError(str(exc).splitlines()[0]) from exc
+    return LabelledRow(
+        line=number,
+        id=str(row.get("id") or f"line-{number}"),
+        input=row.get("input"),
+        documents=row.get("documents") or [],
+        output=row.get("output"),
+        label=label,
+        source=row.get("source"),
+    )
 
 
 def read_labelled(path: Path = LABELLED_SAMPLE) -> list[LabelledRow]:

@@ -6,25 +6,14 @@ import json
 from typing import Any
 
 from consumer import wiring
-from consumer.jsonl import LabelledRow, read_labelled
+from consumer.jsonl import read_labelled
 from consumer.kafka import compat as aiokafka_compat
 from consumer.settings import Settings
 
 
-def as_trace(row: LabelledRow) -> dict[str, Any]:
-    """A labelled row as a trace event; the label rides in metadata for later agreement."""
-    return {
-        "trace_id": row.id,
-        "input": row.input,
-        "output": row.output,
-        "retrieved_documents": row.documents,
-        "metadata": {"label": row.label, "source": row.source},
-    }
-
-
 def sample_traces(limit: int | None = None) -> list[dict[str, Any]]:
     """The bundled sample as trace events."""
-    traces = [as_trace(row) for row in read_labelled()]
+    traces = [row.as_trace() for row in read_labelled()]
     return traces[:limit] if limit is not None else traces
 
 

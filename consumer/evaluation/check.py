@@ -7,10 +7,12 @@ each rule's filter and sample rate, the answer cache and prices, as ``run``); it
 verdict JSON line per trace and rule that applies, then on stderr a summary per rule, what was
 left out and why, and what the judge cost.
 
-It reads trace events (``trace_json``) or OpenTelemetry spans (``otlp_json``, assembled into
-traces by ``consumer.inputs.otlp.file``), one JSON document or JSON lines either way. ``auto``
-tells them apart by the first JSON object: OTLP JSON has ``resourceSpans``, a trace event
-never does.
+It reads trace events (``trace_json``), OpenTelemetry spans (``otlp_json``, assembled into
+traces by ``consumer.inputs.otlp.file``), one JSON document or JSON lines either way, or
+``eval``'s labelled rows (``labelled``: ``id``, ``input``, ``documents``, ``output``, ``label``,
+as the bundled sample), each a trace with its label in metadata. ``auto`` tells them apart by
+the first JSON object: OTLP JSON has ``resourceSpans``, a labelled row a ``label`` and no
+``trace_id``; anything else is a trace event.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,7 +30,8 @@ from consumer.errors import DecodeError
 from consumer.evaluation.in_order import evaluate_in_order
 from consumer.inputs.otlp.file import read_otlp_chunks
 from consumer.inputs.trace_json import decode_trace
-from consumer.jsonl import numbered_lines
+from consumer.jsonl import labelled_row, numbered_lines
+from consumer.ops.progress import Reporter, interactive
 from consumer.rules.rule_set import TRACE_WIDE, RuleResults, Skip
 from consumer.settings import Settings
 from consumer.telemetry.origin import TraceOrigin
@@ -45,7 +48,8 @@ LEFT_OUT_LABELS: dict[Skip, str] = {
     "filtered": "filtered out (<RULE>_FILTER or TRACE_FILTER)",
     "sampled_out": "sampled out (<RULE>_SAMPLE_RATE or SAMPLE_RATE)"}
 
-CheckFormat = Literal["auto", "trace_json", "otlp_json"]
+CheckFormat = Literal["auto", "trace_json", "otlp_json", "labelled"]
+PROGRESS_FROM_TRACES = 10  # fewer are done before a bar would tell anything
 # An OTLP JSON document of spans, or of the log records that join them.
 _OTLP_KEYS = ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs")
 
@@ -79,13 +83,13 @@ def read_check_input(text: str, file_format: CheckFormat = "auto") -> CheckInput
     if not chunks:
         return CheckInput(problems=["the file holds no trace"])
     if file_format == "auto":
-        file_format = "otlp_json" if _looks_like_otlp(whole, chunks) else "trace_json"
+        file_format = _sniff(whole, chunks)
     if file_format == "otlp_json":
         otlp = read_otlp_chunks(chunks)
         traces = [Numbered(item.line, item.candidate.trace, item.candidate.origin)
                   for item in otlp.traces]
         return CheckInput(traces, otlp.problems, otlp.skipped, otlp.no_answer)
-    events, problems = _decode_events(chunks)
+    events, problems = (_decode_labelled if file_format == "labelled" else _decode_events)(chunks)
     found = CheckInput(problems=problems)
     for item in events:
         if item.trace.has_output:
@@ -125,6 +129,21 @@ def _decode_events(chunks: Iterable[tuple[int, str]]) -> tuple[list[Numbered], l
     return traces, problems
 
 
+def _decode_labelled(chunks: Iterable[tuple[int, str]]) -> tuple[list[Numbered], list[str]]:
+    """``eval``'s labelled rows as trace events, the label in their metadata."""
+    traces: list[Numbered] = []
+    problems: list[str] = []
+    for number, chunk in chunks:
+        try:
+            event = json.dumps(labelled_row(number, chunk).as_trace()).encode("utf-8")
+            traces.append(Numbered(number, decode_trace(event)))
+        except ValueError as exc:
+            problems.append(f"line {number}: {exc}")
+        except DecodeError as exc:
+            problems.append(f"line {number}: {exc.reason}")
+    return traces, problems
+
+
 def _is_otlp_chunk(chunk: str) -> bool:
     try:
         found = json.loads(chunk)
@@ -133,19 +152,27 @@ def _is_otlp_chunk(chunk: str) -> bool:
     return isinstance(found, dict) and any(key in found for key in _OTLP_KEYS)
 
 
-def _looks_like_otlp(whole: object, chunks: list[tuple[int, str]]) -> bool:
-    """Does the first JSON object (the whole document, or the first line that is one) have
-    ``resourceSpans`` (or ``resourceLogs``)?"""
-    if isinstance(whole, dict):
-        return any(key in whole for key in _OTLP_KEYS)
+def _sniff(whole: object, chunks: list[tuple[int, str]]) -> CheckFormat:
+    """The format of the first JSON object (the whole document, or the first line that is
+    one): ``otlp_json`` with ``resourceSpans`` (or ``resourceLogs``), ``labelled`` with a
+    ``label`` and no ``trace_id``, else ``trace_json``."""
+    first = whole if isinstance(whole, dict) else next(_objects(chunks), None)
+    if first is None:
+        return "trace_json"  # which names every line that is no trace event
+    if any(key in first for key in _OTLP_KEYS):
+        return "otlp_json"
+    return "labelled" if "label" in first and "trace_id" not in first else "trace_json"
+
+
+def _objects(chunks: Iterable[tuple[int, str]]) -> Iterator[dict[str, object]]:
+    """The chunks that are JSON objects, parsed."""
     for _, chunk in chunks:
         try:
-            first = json.loads(chunk)
+            found = json.loads(chunk)
         except (ValueError, RecursionError):
             continue
-        if isinstance(first, dict):
-            return any(key in first for key in _OTLP_KEYS)
-    return False
+        if isinstance(found, dict):
+            yield found
 
 
 async def check(settings: Settings, text: str, file_format: CheckFormat = "auto") -> int:
@@ -159,16 +186,20 @@ async def check(settings: Settings, text: str, file_format: CheckFormat = "auto"
     tally = Tally()  # the verdicts by rule, and the judge's tokens, cache hits and cost
     left_out = LeftOut(Counter({"empty_output": len(found.skipped) - found.no_answer,
                                 "no_answer_found": found.no_answer}))
+    # A bar on a terminal only: stderr without one ends with the summary, nothing else.
+    bar = len(found.traces) >= PROGRESS_FROM_TRACES and interactive()
     try:
-        results = evaluate_in_order(
-            (rules.evaluate(item.trace, origin=item.origin) for item in found.traces),
-            max_in_flight(settings),
-        )
-        async for found_for_trace in results:
-            left_out.add(found_for_trace)
-            for evaluation in found_for_trace.evaluations:
-                tally.add(evaluation.verdict)
-                print(evaluation.verdict.model_dump_json(), flush=True)
+        with Reporter("check", len(found.traces), bar=bar, log_lines=False) as progress:
+            results = evaluate_in_order(
+                (rules.evaluate(item.trace, origin=item.origin) for item in found.traces),
+                max_in_flight(settings),
+            )
+            async for found_for_trace in results:
+                progress.advance()
+                left_out.add(found_for_trace)
+                for evaluation in found_for_trace.evaluations:
+                    tally.add(evaluation.verdict)
+                    print(evaluation.verdict.model_dump_json(), flush=True)
     finally:
         await rules.close()
     if found.traces:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -142,19 +143,21 @@ def plot_scores(path: Path, report: dict[str, Any]) -> None:
     values = sorted({float(key) for counts in scores.values() for key in counts})
     figure, axes = plt.subplots(figsize=(7.5, 4.2))
     colours = {"grounded": "#2a9d8f", "ungrounded": "#e76f51"}
+    # On the score axis itself: each score's two bars start at it and end before the next
+    # score, so a threshold line at t stands at t, with the bars that pass (score >= t) on
+    # its right and those that fail on its left.
+    width = bar_width(values)
     tallest = 1
-    for shift, label in ((-0.2, "grounded"), (0.2, "ungrounded")):
+    for offset, label in ((0.0, "grounded"), (width, "ungrounded")):
         counts = [scores[label].get(f"{value:.2f}", 0) for value in values]
         tallest = max(tallest, *counts)
-        axes.bar([i + shift for i in range(len(values))], counts, width=0.4,
+        axes.bar([value + offset for value in values], counts, width=width, align="edge",
                  color=colours[label], label=f"{label} (n={sum(counts)})")
     axes.set_ylim(0, tallest * 1.35)  # room for the legend above the bars
-    axes.set_xticks(range(len(values)), [f"{value:g}" for value in values])
-    axes.set_xlabel("score (pass when score ≥ threshold)")
+    axes.set_xlim(min(0.0, *values) - width, max(1.0, *values) + 3 * width)
+    axes.set_xticks(values, [f"{value:g}" for value in values])
+    axes.set_xlabel("score (each score's bars start at it; pass when score ≥ threshold)")
     axes.set_ylabel("traces")
-
-    def boundary(threshold: float) -> float:
-        return sum(1 for value in values if value < threshold) - 0.5
 
     best = report["best_threshold"]
     configured = report["threshold"]
@@ -162,16 +165,23 @@ def plot_scores(path: Path, report: dict[str, Any]) -> None:
     if best is not None:
         accuracy = report["best_threshold_balanced_accuracy"]
         also = " (= MIN_ACCEPTABLE_SCORE)" if same else ""
-        axes.axvline(boundary(best), color="black", linestyle="--",
+        axes.axvline(best, color="black", linestyle="--",
                      label=f"best threshold {best:g}{also}: balanced accuracy {accuracy:.3f}")
     if not same:
-        axes.axvline(boundary(configured), color="grey", linestyle=":",
+        axes.axvline(configured, color="grey", linestyle=":",
                      label=f"MIN_ACCEPTABLE_SCORE {configured:g}")
     axes.set_title(f"Judge scores by label: {report['judge_model']}, {report['count']} traces")
     axes.legend(loc="upper right", fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def bar_width(values: list[float]) -> float:
+    """One bar's width on the score axis: two side by side fill 80% of the closest gap
+    between scores (0.1 on the judge's quarter steps)."""
+    gaps = [high - low for low, high in pairwise(values)]
+    return 0.4 * min([0.25, *gaps])
 
 
 def _judge_title(report: dict[str, Any]) -> str:

@@ -15,9 +15,11 @@ those limits would (``account.py``): 429s and ``x-ratelimit-*`` headers, for a d
 
 from __future__ import annotations
 
+import errno
 import json
 from typing import Any
 
+from consumer.errors import ConfigError
 from consumer.judge.models import ANSWERS_ANY_MODEL
 from consumer.judge.prompt import CHARS_PER_TOKEN, read_data
 from consumer.localjudge.account import AccountLimits
@@ -80,8 +82,17 @@ def serve(
     host: str = "127.0.0.1", port: int = DEFAULT_PORT, requests_per_minute: int | None = None,
     tokens_per_minute: int | None = None,
 ) -> None:
-    """Run the local judge on ``host:port`` until SIGTERM or SIGINT."""
-    server = local_judge_server(host, port, requests_per_minute, tokens_per_minute)
+    """Run the local judge on ``host:port`` until SIGTERM or SIGINT; a ConfigError (one line,
+    exit 2) when it cannot listen there (the port taken, an unknown host)."""
+    try:
+        server = local_judge_server(host, port, requests_per_minute, tokens_per_minute)
+    except OSError as exc:  # socket.gaierror too
+        # create_server's strerror repeats the address: the line names it already.
+        reason = (exc.strerror or str(exc)).split(" (while attempting", 1)[0]
+        hint = (" (another process has it: choose another --port, or 0 for any free one)"
+                if exc.errno == errno.EADDRINUSE else "")
+        raise ConfigError(
+            f"local-judge: cannot listen on {host}:{port}: {reason.lower()}{hint}") from exc
     limits = [f"{n:,} {unit}/min" for n, unit in ((requests_per_minute, "requests"),
                                                   (tokens_per_minute, "tokens")) if n]
     suffix = f" (account limits: {', '.join(limits)})" if limits else ""

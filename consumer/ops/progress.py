@@ -1,7 +1,9 @@
 """Progress of a batch command: a rich bar on a terminal, periodic structlog lines otherwise.
 
 Log lines still print above a live bar: rich swaps ``sys.stderr`` while the bar is shown and
-``configure_logging`` writes to whatever ``sys.stderr`` is at the time.
+``configure_logging`` writes to whatever ``sys.stderr`` is at the time. ``sys.stdout`` is
+swapped only when it is a terminal too: redirected (``check FILE > out.txt``), what the command
+prints must reach the file, not the bar's terminal.
 """
 
 from __future__ import annotations
@@ -46,12 +48,16 @@ class Reporter:
     """Reports ``completed`` out of ``total``; a context manager."""
 
     def __init__(
-        self, what: str, total: int | None, *, bar: bool | None = None, interval_s: float = 5.0
+        self, what: str, total: int | None, *, bar: bool | None = None, interval_s: float = 5.0,
+        log_lines: bool = True,
     ) -> None:
+        """``bar``: draw one (default: when stderr is a terminal); without one, a log line
+        every ``interval_s`` and at the end, unless ``log_lines`` is False."""
         self._what = what
         self._total = total
         self._bar = interactive() if bar is None else bar
         self._interval_s = interval_s
+        self._log_lines = log_lines
         self._completed = 0
         self._started = time.monotonic()
         self._last_line = self._started
@@ -72,6 +78,7 @@ class Reporter:
                 TimeRemainingColumn(),
                 console=Console(stderr=True),
                 transient=False,
+                redirect_stdout=sys.stdout.isatty(),
             )
             self._progress.start()
             self._task = self._progress.add_task(self._what, total=self._total)
@@ -92,7 +99,7 @@ class Reporter:
                                   description=description)
             return
         now = time.monotonic()
-        if now - self._last_line >= self._interval_s:
+        if self._log_lines and now - self._last_line >= self._interval_s:
             self._last_line = now
             self._line("progress")
 
@@ -108,7 +115,7 @@ class Reporter:
     ) -> None:
         if self._progress is not None:
             self._progress.stop()
-        else:
+        elif self._log_lines:
             self._line("finished")
 
     def _line(self, state: str) -> None:

@@ -14,7 +14,6 @@ import pytest
 from consumer.evaluation.check import read_traces
 from consumer.evaluation.judge_eval import read_dataset
 from consumer.jsonl import numbered_lines, parse_labelled, read_labelled, read_text
-from consumer.load_sample import as_trace
 
 # Characters str.splitlines breaks on that may stand raw in a JSON line: inside strings
 # (U+2028, U+2029, U+0085 are not JSON control characters), or, for CR, as whitespace between
@@ -73,7 +72,7 @@ def _check_rows(path: Path) -> list[Any]:
 
 def _labelled_rows(path: Path) -> list[Any]:
     """What load-sample and the heuristic's measurement read."""
-    return [as_trace(labelled)["output"] for labelled in read_labelled(path)]
+    return [labelled.as_trace()["output"] for labelled in read_labelled(path)]
 
 
 READERS: list[Any] = [

@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"evaluation"},
     {"replay"},  # its summary uses evaluation's statistics
     {"tail"},  # groundedness verdicts: reads VERDICTS_TOPIC through wiring's group-less reader
-    {"cli", "worker", "load_sample"},
+    {"cli", "worker", "load_sample", "samples", "settings_help"},
 ]
 LAYER = {unit: level for level, units in enumerate(LAYERS) for unit in units}
 
