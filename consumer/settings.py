@@ -105,6 +105,10 @@ class Settings(BaseSettings):
     judge_cache_size: int = Field(default=10_000, ge=0)
     judge_price_input_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     judge_price_output_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    # Prompt tokens the provider's cache served (usage.prompt_tokens_details.cached_tokens);
+    # unset, they are priced at the input price.
+    judge_price_cached_input_per_million: float | None = Field(default=None, ge=0,
+                                                               allow_inf_nan=False)
     # The fleet's judge spend per UTC day (cost/daily_budget.py), read from VERDICTS_TOPIC.
     judge_budget_usd_per_day: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
@@ -202,7 +206,7 @@ class Settings(BaseSettings):
     @field_validator("judge_price_input_per_million", "judge_price_output_per_million",
                      "groundedness_sample_rate", "missing_citation_sample_rate",
                      "answered_without_tool_sample_rate", "judge_budget_usd_per_day",
-                     mode="before")
+                     "judge_price_cached_input_per_million", mode="before")
     @classmethod
     def _blank_number_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -224,6 +228,10 @@ class Settings(BaseSettings):
                 "JUDGE_PRICE_INPUT_PER_MILLION and JUDGE_PRICE_OUTPUT_PER_MILLION go together: "
                 "set both (USD per million tokens) or neither"
             )
+        if self.judge_price_cached_input_per_million is not None and given[0] is None:
+            raise ValueError(
+                "JUDGE_PRICE_CACHED_INPUT_PER_MILLION is set without JUDGE_PRICE_INPUT_PER_MILLION "
+                "and JUDGE_PRICE_OUTPUT_PER_MILLION: set those too")
         return self
 
     @model_validator(mode="after")

@@ -32,7 +32,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "missing_citation_sample_rate", "missing_citation_filter",
         "answered_without_tool_sample_rate", "answered_without_tool_filter",
         "judge_cache_size", "judge_price_input_per_million", "judge_price_output_per_million",
-        "judge_budget_usd_per_day")),
+        "judge_price_cached_input_per_million", "judge_budget_usd_per_day")),
     ("Health, metrics and logs", (
         "health_port", "log_level", "log_format", "drain_timeout_seconds")),
     ("Verdict events", (
@@ -57,6 +57,7 @@ _SHOWN_DEFAULTS = {
     "missing_citation_filter": "unset (TRACE_FILTER)",
     "answered_without_tool_filter": "unset (TRACE_FILTER)",
     "judge_budget_usd_per_day": "unset (no cap)",
+    "judge_price_cached_input_per_million": "unset (the input price)",
 }
 
 

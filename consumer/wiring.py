@@ -105,7 +105,9 @@ def make_budget(settings: Settings) -> tuple[DailyBudget, FleetSpend] | None:
 def prices(settings: Settings) -> Prices | None:
     """``JUDGE_PRICE_*_PER_MILLION``, when set (both are, or neither)."""
     given = settings.judge_price_input_per_million, settings.judge_price_output_per_million
-    return Prices(given[0], given[1]) if given[0] is not None and given[1] is not None else None
+    if given[0] is None or given[1] is None:
+        return None
+    return Prices(given[0], given[1], settings.judge_price_cached_input_per_million)
 
 
 def make_rules(settings: Settings, judge: Judge | None = None, *,

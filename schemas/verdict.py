@@ -21,6 +21,10 @@ ContextSource = Literal["retrieval", "llm_input"]
 ClosedBy = Literal["quiet", "max_wait", "capacity"]
 
 
+def _no_tokens(value: int) -> bool:
+    return value == 0
+
+
 def _unset(value: object) -> bool:
     return value is None
 
@@ -69,6 +73,12 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int = Field(
+        default=0, exclude_if=_no_tokens,
+        description="Of the prompt tokens, those the provider's prompt cache served "
+                    "(usage.prompt_tokens_details.cached_tokens), priced at "
+                    "JUDGE_PRICE_CACHED_INPUT_PER_MILLION; left out when none.",
+    )
 
 
 class Source(BaseModel):

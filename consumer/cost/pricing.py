@@ -25,25 +25,33 @@ PER = 1_000_000
 
 
 def cost_usd(usage: Usage | None, input_per_million: float | None,
-             output_per_million: float | None) -> float | None:
-    """USD for the tokens of ``usage`` at the prices; None without usage or without both
-    prices (a cost with one side missing would look complete and be too low)."""
+             output_per_million: float | None,
+             cached_input_per_million: float | None = None) -> float | None:
+    """USD for the tokens of ``usage`` at the prices, the prompt tokens the provider's cache
+    served at the cached price (the input price when none is given); None without usage or
+    without both prices (a cost with one side missing would look complete and be too low)."""
     if usage is None or input_per_million is None or output_per_million is None:
         return None
-    return (usage.prompt_tokens * input_per_million
+    cached = min(usage.cached_tokens, usage.prompt_tokens)
+    cached_price = input_per_million if cached_input_per_million is None else (
+        cached_input_per_million)
+    return ((usage.prompt_tokens - cached) * input_per_million + cached * cached_price
             + usage.completion_tokens * output_per_million) / PER
 
 
 @dataclass(frozen=True, slots=True)
 class Prices:
-    """``JUDGE_PRICE_INPUT_PER_MILLION`` and ``JUDGE_PRICE_OUTPUT_PER_MILLION``, in USD."""
+    """``JUDGE_PRICE_INPUT_PER_MILLION``, ``JUDGE_PRICE_OUTPUT_PER_MILLION`` and
+    ``JUDGE_PRICE_CACHED_INPUT_PER_MILLION`` (None: the input price), in USD."""
 
     input_per_million: float
     output_per_million: float
+    cached_input_per_million: float | None = None
 
     def cost_usd(self, usage: Usage | None) -> float | None:
         """USD for the tokens of ``usage``; None without usage."""
-        return cost_usd(usage, self.input_per_million, self.output_per_million)
+        return cost_usd(usage, self.input_per_million, self.output_per_million,
+                        self.cached_input_per_million)
 
 
 @dataclass(slots=True)

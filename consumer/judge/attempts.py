@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import openai
+from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion
 
 from consumer.errors import JudgeError, JudgeUnavailable
@@ -86,7 +87,8 @@ class TraceAttempts:
         self._slots = slots
         self._retries = retries
         self._started = time.monotonic()
-        self._tokens = [0, 0, 0]  # prompt, completion, total: as the judge reported them
+        # prompt, completion, total, cached prompt tokens: as the judge reported them
+        self._tokens = [0, 0, 0, 0]
         self._attempts = self._transient_failures = self._parse_failures = 0
         self._rate_limited_rounds = 0
         self._confirmed = False  # one more try once the judge is seen answering others
@@ -180,6 +182,7 @@ class TraceAttempts:
             self._tokens[0] += response.usage.prompt_tokens
             self._tokens[1] += response.usage.completion_tokens
             self._tokens[2] += response.usage.total_tokens
+            self._tokens[3] += cached_tokens(response.usage)
         try:
             answer = read_answer(response)
         except JudgeError as error:
@@ -202,8 +205,9 @@ class TraceAttempts:
     def _usage(self) -> Usage | None:
         if not self._attempts:
             return None
-        prompt, completion, total = self._tokens
-        return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+        prompt, completion, total, cached = self._tokens
+        return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total,
+                     cached_tokens=cached)
 
     def _latency_ms(self) -> int:
         return round((time.monotonic() - self._started) * 1000)
@@ -219,6 +223,13 @@ def _cut_by_length(response: Any, error: JudgeError) -> bool:
     """Was the answer unreadable because the token budget ran out (empty or cut off)?"""
     return (error.kind == "unparseable_answer" and bool(response.choices)
             and response.choices[0].finish_reason == "length")
+
+
+def cached_tokens(usage: CompletionUsage) -> int:
+    """The prompt tokens the provider's cache served (``prompt_tokens_details``; 0 when it
+    does not say, as most OpenAI-compatible servers do not)."""
+    details = usage.prompt_tokens_details
+    return (details.cached_tokens or 0) if details is not None else 0
 
 
 def read_answer(response: Any) -> JudgeAnswer:

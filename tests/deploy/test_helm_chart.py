@@ -167,7 +167,8 @@ VALID_CASES: dict[str, Values] = {
     "cost-controls": {
         "minAcceptableScore": 0.5,
         "cost": {"sampleRate": "0.3", "traceFilter": FILTER, "judgeCacheSize": 500,
-                 "prices": {"inputPerMillion": "0.15", "outputPerMillion": 0.6},
+                 "prices": {"inputPerMillion": "0.15", "outputPerMillion": 0.6,
+                            "cachedInputPerMillion": "0.075"},
                  "budgetUsdPerDay": "25"},
     },
     # Per rule: a sample rate (0 is one), a filter, both.
@@ -799,9 +800,10 @@ def test_a_threshold_given_without_groundedness_still_reaches_the_worker(helm: H
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
-        pytest.param("cost-controls", ("0.3", FILTER, "500", "0.15", "0.6", "25"), id="set"),
-        pytest.param("cost-zeros", ("0", None, "0", "0", "0", None), id="zeros"),
-        pytest.param("defaults", ("1", None, "10000", None, None, None), id="defaults"),
+        pytest.param("cost-controls", ("0.3", FILTER, "500", "0.15", "0.6", "25", "0.075"),
+                     id="set"),
+        pytest.param("cost-zeros", ("0", None, "0", "0", "0", None, None), id="zeros"),
+        pytest.param("defaults", ("1", None, "10000", None, None, None, None), id="defaults"),
     ],
 )
 def test_the_cost_controls_reach_the_worker_as_it_reads_them(
@@ -810,7 +812,8 @@ def test_the_cost_controls_reach_the_worker_as_it_reads_them(
 ) -> None:
     data = config(render(case))
     names = ("SAMPLE_RATE", "TRACE_FILTER", "JUDGE_CACHE_SIZE", "JUDGE_PRICE_INPUT_PER_MILLION",
-             "JUDGE_PRICE_OUTPUT_PER_MILLION", "JUDGE_BUDGET_USD_PER_DAY")
+             "JUDGE_PRICE_OUTPUT_PER_MILLION", "JUDGE_BUDGET_USD_PER_DAY",
+             "JUDGE_PRICE_CACHED_INPUT_PER_MILLION")
     assert tuple(data.get(name) for name in names) == expected
     # The ConfigMap as the pod's environment: the worker's own settings accept every value
     # (the filter compiles, the rate and prices parse) and read what the values said.
@@ -823,7 +826,8 @@ def test_the_cost_controls_reach_the_worker_as_it_reads_them(
     assert (settings.trace_filter.expression if settings.trace_filter else None) == expected[1]
     assert settings.judge_cache_size == int(expected[2] or 0)
     assert (settings.judge_price_input_per_million,
-            settings.judge_price_output_per_million, settings.judge_budget_usd_per_day) == tuple(
+            settings.judge_price_output_per_million, settings.judge_budget_usd_per_day,
+            settings.judge_price_cached_input_per_million) == tuple(
         None if price is None else float(price) for price in expected[3:])
 
 

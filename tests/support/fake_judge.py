@@ -12,6 +12,8 @@ Put a marker in a trace's ``output`` and the judge behaves accordingly for that 
     [[hang]]                       never answers (until the client gives up or the server stops)
     [[delay=0.3]]                  answers 0.3 s late
     [[refuse]]                     a refusal: ``refusal`` set, ``content`` null
+    [[cached=N]]                   a verdict whose usage says N prompt tokens came from the
+                                   provider's cache (``prompt_tokens_details.cached_tokens``)
     [[context_length]]             400 ``context_length_exceeded``, as OpenAI sends it
     [[too_large]]                  429 "Request too large ... tokens per min", as OpenAI sends it
     [[over_limit]]                 429 "Rate limit reached ... Limit 30000, Used 1200, Requested
@@ -212,12 +214,15 @@ class ScriptedJudge:
             "reason": f"scripted verdict {score}",
             "unsupported_claims": claims,
         }
-        return self._completion(request, json.dumps(verdict))
+        return self._completion(request, json.dumps(verdict), int(found.get("cached") or 0))
 
     @staticmethod
-    def _completion(request: dict[str, Any], content: str) -> Reply:
+    def _completion(request: dict[str, Any], content: str, cached: int = 0) -> Reply:
         prompt_tokens = len(json.dumps(request.get("messages", ""))) // 4
-        return Reply(body=completion(content, _model(request), prompt_tokens, len(content) // 4))
+        body = completion(content, _model(request), prompt_tokens, len(content) // 4)
+        if cached:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": min(cached, prompt_tokens)}
+        return Reply(body=body)
 
     @staticmethod
     def _cut_by_length(request: dict[str, Any], budget: int) -> Reply:

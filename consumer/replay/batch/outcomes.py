@@ -26,7 +26,7 @@ from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from consumer.errors import JudgeError
-from consumer.judge.attempts import read_answer
+from consumer.judge.attempts import cached_tokens, read_answer
 from consumer.judge.failures import Action, classify
 from consumer.judge.result import Answered, JudgeResult, TraceFailed
 from consumer.replay.batch.requests import CHAT_COMPLETIONS_URL
@@ -100,6 +100,7 @@ def _answer(custom_id: str, body: Any, latency_ms: int) -> Outcome:
             prompt_tokens=completion.usage.prompt_tokens,
             completion_tokens=completion.usage.completion_tokens,
             total_tokens=completion.usage.total_tokens,
+            cached_tokens=cached_tokens(completion.usage),
         )
     try:
         answer = read_answer(completion)

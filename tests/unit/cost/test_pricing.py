@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.cost.pricing import CostTally, cost_usd, format_usd
+from consumer.cost.pricing import CostTally, Prices, cost_usd, format_usd
 from schemas.verdict import Usage
 
 # gpt-4o-mini's list prices, USD per million tokens.
@@ -19,6 +19,24 @@ def test_a_verdicts_cost_is_its_tokens_at_the_prices() -> None:
     assert cost_usd(million_in, INPUT, OUTPUT) == pytest.approx(INPUT, rel=1e-12)
     million_out = Usage(prompt_tokens=0, completion_tokens=1_000_000, total_tokens=1_000_000)
     assert cost_usd(million_out, INPUT, OUTPUT) == pytest.approx(OUTPUT, rel=1e-12)
+
+
+def test_prompt_tokens_the_providers_cache_served_cost_the_cached_price() -> None:
+    """OpenAI bills cached prompt tokens at a discount: 1,000 prompt tokens of which 800
+    cached, 100 completion, at 1.00 / 0.25 / 4.00 USD per million."""
+    usage = Usage(prompt_tokens=1_000, completion_tokens=100, total_tokens=1_100,
+                  cached_tokens=800)
+    assert Prices(1.0, 4.0, 0.25).cost_usd(usage) == pytest.approx(
+        (200 * 1.0 + 800 * 0.25 + 100 * 4.0) / 1e6)
+    assert Prices(1.0, 4.0).cost_usd(usage) == pytest.approx((1_000 * 1.0 + 100 * 4.0) / 1e6), \
+        "no cached price: the input price"
+    odd = Usage(prompt_tokens=10, cached_tokens=50)  # a server that says more than it sent
+    assert Prices(1.0, 4.0, 0.0).cost_usd(odd) == 0.0
+
+
+def test_a_verdict_without_cached_tokens_is_the_json_it_was() -> None:
+    assert "cached_tokens" not in Usage(prompt_tokens=5).model_dump_json()
+    assert '"cached_tokens":3' in Usage(prompt_tokens=5, cached_tokens=3).model_dump_json()
 
 
 def test_a_cached_answer_costs_nothing() -> None:

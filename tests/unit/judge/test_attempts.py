@@ -77,3 +77,20 @@ def test_backoff_doubles_with_jitter_up_to_its_ceiling(failures: int, ceiling_s:
 def test_retry_after_replaces_the_backoff() -> None:
     assert Retries().delay_s(1, 7.5) == 7.5
     assert Retries(max_backoff_s=1.0).delay_s(9, 30.0) == 30.0  # the endpoint's wait, as sent
+
+
+async def test_the_prompt_tokens_the_providers_cache_served_are_read_from_the_response(
+    fake_judge: FakeJudge,
+) -> None:
+    """``usage.prompt_tokens_details.cached_tokens`` through the real client: on the result's
+    usage, which prices them at JUDGE_PRICE_CACHED_INPUT_PER_MILLION."""
+    _, server = fake_judge
+    judge = quick_judge(server.url)
+    try:
+        cached = await judge.judge(request_for("Blue. [[cached=64]]"))
+        plain = await judge.judge(request_for("Blue."))
+    finally:
+        await judge.close()
+    assert cached.usage is not None and plain.usage is not None
+    assert (cached.usage.cached_tokens, plain.usage.cached_tokens) == (64, 0)
+    assert cached.usage.prompt_tokens > 64
