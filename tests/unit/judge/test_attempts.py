@@ -91,6 +91,7 @@ async def test_the_prompt_tokens_the_providers_cache_served_are_read_from_the_re
         plain = await judge.judge(request_for("Blue."))
     finally:
         await judge.close()
-    assert cached.usage is not None and plain.usage is not None
+    assert cached.usage is not None
+    assert plain.usage is not None
     assert (cached.usage.cached_tokens, plain.usage.cached_tokens) == (64, 0)
     assert cached.usage.prompt_tokens > 64
