@@ -113,6 +113,8 @@ class Settings(BaseSettings):
     judge_budget_usd_per_day: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     health_port: int = Field(default=8080, ge=0, le=65535)
+    # Projects with a ``project`` label of their own on the metrics; the rest are ``other``.
+    metrics_max_projects: int = Field(default=20, ge=0, le=1000)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
     drain_timeout_seconds: float = Field(default=45.0, gt=0)

@@ -34,7 +34,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "judge_cache_size", "judge_price_input_per_million", "judge_price_output_per_million",
         "judge_price_cached_input_per_million", "judge_budget_usd_per_day")),
     ("Health, metrics and logs", (
-        "health_port", "log_level", "log_format", "drain_timeout_seconds")),
+        "health_port", "metrics_max_projects", "log_level", "log_format",
+        "drain_timeout_seconds")),
     ("Verdict events", (
         "verdict_events", "otel_exporter_otlp_headers", "otel_exporter_otlp_logs_headers")),
     ("Kafka security", (

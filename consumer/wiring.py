@@ -127,6 +127,7 @@ def make_rules(settings: Settings, judge: Judge | None = None, *,
         for name in names
     ]
     metrics.expect_rules(names)
+    metrics.PROJECTS.limit = settings.metrics_max_projects
     if not select:
         return RuleSet(rules, settings.secrets())
     return RuleSet(rules, settings.secrets(),

@@ -51,6 +51,9 @@ def _select(metric: str, *matchers: str) -> str:
     return f"{metric}{{{', '.join([*matchers, SELECTOR])}}}"
 
 
+NAMED_PROJECT = 'project!=""'  # the by-project panels: traces that name no project left out
+
+
 def _rate(metric: str, *matchers: str) -> str:
     return f"rate({_select(metric, *matchers)}[{RATE}])"
 
@@ -163,6 +166,26 @@ def _verdict_panels() -> list[timeseries.Panel]:
                 "{{rule}}",
             ),
         ), 0.05),
+        _graph(
+            "Verdicts per second, by project and verdict",
+            "The traces' projects (project_id; from spans the project attribute, else "
+            "service.name): METRICS_MAX_PROJECTS of them per worker, the rest as other, "
+            "traces naming none are left out (groundedness_verdicts_total{project}).",
+            "short",
+            _query(f"sum by (project, verdict) ({_rate(verdicts, NAMED_PROJECT)})",
+                   "{{project}} {{verdict}}"),
+            stacked=True,
+        ),
+        _graph(
+            "Judge cost per hour, by project",
+            "USD per hour at the current pace, by the traces' project "
+            "(groundedness_judge_cost_usd_total{project}; traces naming none left out).",
+            "currencyUSD",
+            _query("sum by (project) "
+                   f"({_rate('groundedness_judge_cost_usd_total', NAMED_PROJECT)}) * 3600",
+                   "{{project}}"),
+            stacked=True,
+        ),
     ]
 
 

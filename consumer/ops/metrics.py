@@ -5,14 +5,14 @@ values known in advance start at 0, so rates and ratios exist before the first e
 
 | metric | type | updated by |
 |---|---|---|
-| ``groundedness_verdicts_total{rule,verdict}`` | counter | pipeline, once the broker has it |
+| ``groundedness_verdicts_total{rule,verdict,project}`` | counter | pipeline, once acknowledged |
 | ``groundedness_skipped_total{rule,reason}`` | counter | pipeline, by rule and reason (``Skip``) |
 | ``groundedness_dead_letters_total`` | counter | pipeline (undecodable record) |
 | ``groundedness_judge_latency_seconds`` | histogram | pipeline, per evaluation, retries included |
 | ``groundedness_judge_tokens_total{kind}`` | counter | pipeline (``prompt`` / ``completion``) |
 | ``groundedness_judge_retries_total`` | counter | pipeline (attempts beyond the first) |
 | ``groundedness_judge_cache_hits_total`` | counter | pipeline (a verdict from a reused answer) |
-| ``groundedness_judge_cost_usd_total`` | counter | pipeline (with JUDGE_PRICE_* set) |
+| ``groundedness_judge_cost_usd_total{project}`` | counter | pipeline (with JUDGE_PRICE_* set) |
 | ``groundedness_budget_remaining_usd`` | gauge | cost: the daily budget less today's spend |
 | ``groundedness_in_flight`` | gauge | pipeline (records between fetch and commit) |
 | ``groundedness_consumer_lag{topic,partition}`` | gauge | health watch, every few seconds |
@@ -51,8 +51,10 @@ def _gauge(name: str, documentation: str, *labels: str) -> Gauge:
     return Gauge(name, documentation, labels, registry=REGISTRY)
 
 
-VERDICTS = _counter("groundedness_verdicts", "Verdicts published, by rule and verdict.", "rule",
-                    "verdict")
+VERDICTS = _counter(
+    "groundedness_verdicts",
+    "Verdicts published, by rule, verdict and project (the trace's; METRICS_MAX_PROJECTS of "
+    "them, the rest as other; empty when the trace names none).", "rule", "verdict", "project")
 SKIPPED = _counter(
     "groundedness_skipped",
     "Traces a rule gave no verdict, by rule and reason: empty_output, no_answer_found (spans "
@@ -76,9 +78,41 @@ JUDGE_CACHE_HITS = _counter(
 )
 JUDGE_COST = _counter(
     "groundedness_judge_cost_usd",
-    "USD spent on the judge, from its reported tokens and JUDGE_PRICE_*_PER_MILLION.",
+    "USD spent on the judge, from its reported tokens and JUDGE_PRICE_*_PER_MILLION, by "
+    "project (as on groundedness_verdicts_total).",
+    "project",
 )
 IN_FLIGHT = _gauge("groundedness_in_flight", "Records between fetch and commit.")
+NO_PROJECT = ""  # a trace that names no project: the label empty, as Prometheus reads absent
+OTHER_PROJECTS = "other"
+MAX_PROJECT_CHARS = 100  # a label value, not a document
+
+
+class ProjectLabels:
+    """The ``project`` label of a trace's series: its project, for the first ``limit`` seen by
+    this process, and ``other`` for the rest, so a producer's ids cannot grow the series
+    without bound (``METRICS_MAX_PROJECTS``)."""
+
+    def __init__(self, limit: int = 20) -> None:
+        self.limit = limit
+        self._kept: set[str] = set()
+
+    def label(self, project: str | None) -> str:
+        """The label value for ``project``."""
+        if not project:
+            return NO_PROJECT
+        project = project[:MAX_PROJECT_CHARS]
+        if project in self._kept:
+            return project
+        if len(self._kept) < self.limit:
+            self._kept.add(project)
+            return project
+        return OTHER_PROJECTS
+
+
+PROJECTS = ProjectLabels()  # wiring sets its limit from METRICS_MAX_PROJECTS
+
+
 _budget_remaining: list[Gauge] = []
 
 
@@ -195,12 +229,13 @@ def expect_rules(rules: Iterable[str]) -> None:
     only those, so a worker without groundedness shows no groundedness series."""
     for rule in rules:
         for verdict in ("pass", "fail", "error"):
-            VERDICTS.labels(rule, verdict)
+            VERDICTS.labels(rule, verdict, NO_PROJECT)
         for reason in ("empty_output", "no_answer_found", "filtered", "sampled_out", "budget"):
             SKIPPED.labels(rule, reason)
 
 for _kind in ("prompt", "completion"):
     JUDGE_TOKENS.labels(_kind)
+JUDGE_COST.labels(NO_PROJECT)
 for _outcome in ("kept", "dropped"):
     SPANS.labels(_outcome)
 for _code in ("rate_limit_exceeded", "insufficient_quota", "none"):

@@ -78,24 +78,26 @@ class RecordPath:
             bound.debug("trace_skipped", reasons=results.skipped)
         elif left_out:
             bound.debug("trace_not_judged", reason="no rule applies", rules=self._rules.names)
+        project = metrics.PROJECTS.label(results.project)
         if len(results.evaluations) == 1 or self._in_turn:  # no task to make for one verdict
             for evaluation in results.evaluations:
-                await self.publish(evaluation, bound)
+                await self.publish(evaluation, bound, project)
         else:  # each acknowledged on its own, at once
-            await asyncio.gather(*(self.publish(evaluation, bound)
+            await asyncio.gather(*(self.publish(evaluation, bound, project)
                                    for evaluation in results.evaluations))
 
-    async def publish(self, evaluation: Evaluation, bound: Any) -> None:
-        """Publish an evaluation's verdict until acknowledged, and count it."""
+    async def publish(self, evaluation: Evaluation, bound: Any, project: str = "") -> None:
+        """Publish an evaluation's verdict until acknowledged, and count it (under the
+        ``project`` label ``metrics.PROJECTS`` gave the trace's project)."""
         if evaluation.result is not None:
             _observe(evaluation.result)
         verdict = evaluation.verdict
         await self._deliver(lambda: self._sink.publish(verdict), bound)
-        metrics.VERDICTS.labels(verdict.rule, verdict.verdict).inc()
+        metrics.VERDICTS.labels(verdict.rule, verdict.verdict, project).inc()
         if verdict.cached:
             metrics.JUDGE_CACHE_HITS.inc()
         if verdict.cost_usd:
-            metrics.JUDGE_COST.inc(verdict.cost_usd)
+            metrics.JUDGE_COST.labels(project).inc(verdict.cost_usd)
         self.outcomes[verdict.verdict] += 1
         self.by_rule[verdict.rule, verdict.verdict] += 1
         bound.info(

@@ -64,6 +64,7 @@ class RuleResults:
 
     evaluations: list[Evaluation]
     skipped: Mapping[str, Skip] = field(default_factory=dict)  # rule -> reason
+    project: str | None = None  # the trace's project, for the metrics' ``project`` label
 
     def left_out(self) -> Counter[str]:
         """What the outcomes count of this trace beside its verdicts: ``skipped`` once for a
@@ -137,7 +138,7 @@ class RuleSet:
             else:
                 found[rule.name] = answer
         return RuleResults([found[rule.name] for rule in self._rules if rule.name in found],
-                           skipped)
+                           skipped, origin.project_id if origin is not None else trace.project_id)
 
     @staticmethod
     async def _judge(rule: JudgedRule, trace: TraceEvent, source: Source | None,

@@ -151,6 +151,7 @@ def test_the_workers_take_their_rules_from_the_host(
 COST_DEFAULTS = {"SAMPLE_RATE": "1.0", "TRACE_FILTER": "", "JUDGE_CACHE_SIZE": "10000",
                  "JUDGE_PRICE_INPUT_PER_MILLION": "", "JUDGE_PRICE_OUTPUT_PER_MILLION": "",
                  "JUDGE_BUDGET_USD_PER_DAY": "", "JUDGE_PRICE_CACHED_INPUT_PER_MILLION": "",
+                 "METRICS_MAX_PROJECTS": "20",
                  **{f"{rule}_{control}": "" for rule in (
                      "GROUNDEDNESS", "MISSING_CITATION", "ANSWERED_WITHOUT_TOOL")
                     for control in ("SAMPLE_RATE", "FILTER")}}

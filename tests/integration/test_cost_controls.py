@@ -117,7 +117,7 @@ async def test_a_sampled_stream_judges_exactly_the_kept_ids_and_a_restart_decide
     assert skipped[("sampled_out", "groundedness")] == len(ids) - len(kept)
     assert skipped[("sampled_out", "missing_citation")] == 0, "SAMPLE_RATE is the judge's"
     assert skipped[("filtered", "groundedness")] == 0
-    assert metrics["groundedness_verdicts_total"][("groundedness", "pass")] == len(kept)
+    assert metrics["groundedness_verdicts_total"][("", "groundedness", "pass")] == len(kept)
     second = out.verdicts[len(published):]
     assert sorted((v["verdict_id"], v["rule"]) for v in second) == sorted(
         (v["verdict_id"], v["rule"]) for v in published), "the same decisions, the same ids"
@@ -209,6 +209,12 @@ async def test_a_rules_filter_chooses_its_traces_and_leaves_the_others_rules_alo
         **{(t, "groundedness"): 1 for t in production},
         **{(t, "missing_citation"): 1 for t in checkout}}
     assert len(scoring_calls(judge)) == len(production)
+    by_project = metrics["groundedness_verdicts_total"]  # the traces' project_id, as labelled
+    for project in ("checkout", "search"):
+        assert by_project[(project, "groundedness", "pass")] == len(
+            {t for t in production if TRACES[t][1] == project})
+    assert by_project[("checkout", "missing_citation", "pass")] == len(checkout)
+    assert by_project.get(("search", "missing_citation", "pass"), 0) == 0
     skipped = metrics["groundedness_skipped_total"]
     assert skipped[("filtered", "groundedness")] == len(TRACES) - len(production)
     assert skipped[("filtered", "missing_citation")] == len(TRACES) - len(checkout)
@@ -372,7 +378,7 @@ async def test_repeated_answers_are_judged_once_and_cost_nothing_the_second_time
         for v in paid)
     assert "cached" not in paid[0], "left out of the JSON when false"
     spent = sum(v["cost_usd"] for v in verdicts)
-    assert metrics["groundedness_judge_cost_usd_total"][()] == pytest.approx(spent, rel=1e-9)
+    assert metrics["groundedness_judge_cost_usd_total"][("",)] == pytest.approx(spent, rel=1e-9)
     tokens = metrics["groundedness_judge_tokens_total"]
     assert tokens[("prompt",)] == sum(v["usage"]["prompt_tokens"] for v in paid)
     print(f"\ncache: {len(hits)} hits of {len(verdicts)} verdicts "

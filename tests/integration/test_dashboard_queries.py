@@ -291,10 +291,11 @@ async def stream_problems(prometheus: Prometheus, checks: list[Check],
     at_least = {
         "Judge cost in range": ((), 1e-12),
         "Dead letters in range": ((), 1),
-        "Skipped traces per second, by reason": (("empty_output",), 1),
+        # The empty output, once for each rule.
+        "Skipped traces per second, by rule and reason": (("missing_citation", "empty_output"), 1),
     }
     for title, (key, least) in at_least.items():
-        labels = ("reason",) if key else ()
+        labels = ("rule", "reason") if key else ()
         got = await values_by(prometheus, panel(checks, title), *labels)
         if not got.get(key, 0) >= least:
             found[title] = got
@@ -357,8 +358,10 @@ def stream() -> tuple[list[bytes | None], set[str]]:
     judged["dash-error"] = "Too long for the judge. [[context_length]]"
     # Its first call is refused for the account's rate (429 rate_limit_exceeded), then judged.
     judged["dash-429"] = "Prorated [1]. [[fail=1 status=429 retry_after=0]] [[score=5]]"
-    values: list[bytes | None] = [trace(trace_id, text, retrieved_documents=DOCS)
-                                  for trace_id, text in judged.items()]
+    # Each of two projects: the panels by project read them.
+    values: list[bytes | None] = [
+        trace(trace_id, text, retrieved_documents=DOCS, project_id=("checkout", "search")[n % 2])
+        for n, (trace_id, text) in enumerate(judged.items())]
     values.append(trace("dash-empty", "", retrieved_documents=DOCS))  # skipped: empty_output
     values.append(b"{not json")  # dead-lettered
     return values, set(judged)
@@ -383,8 +386,9 @@ async def test_every_dashboard_query_and_alert_returns_labelled_series_from_a_re
     topics = Topics.fresh("dashboard")
     await create_topics(kafka, topics, partitions=PARTITIONS)
     port = free_port()
+    # A budget far from spent: its gauge is the budget alert's series.
     env = worker_env(topics.env(kafka), server.url, RULES="groundedness,missing_citation",
-                     HEALTH_PORT=str(port), **PRICES)
+                     HEALTH_PORT=str(port), JUDGE_BUDGET_USD_PER_DAY="1000", **PRICES)
     values, judged = stream()
     job = f'job="{FULLNAME}"'
 
@@ -394,7 +398,14 @@ async def test_every_dashboard_query_and_alert_returns_labelled_series_from_a_re
         async with running_prometheus(f"127.0.0.1:{port}", tmp_path / "prometheus",
                                       job=FULLNAME, namespace=NAMESPACE) as prometheus:
             # Scraped before the stream, so the counters' rates see it go by.
-            await produce(kafka, topics.traces, values)
+            # A project's series starts with its first verdict (no project is known before),
+            # and a rate misses a series' first increment: the first trace of each project
+            # goes first, scraped, then the rest increase series Prometheus has seen.
+            await produce(kafka, topics.traces, values[:2])
+            assert await out.wait_for_count(4, timeout_s=60), worker.log()  # 2 rules each
+            await prometheus.wait_until(
+                f"timestamp(up{{{job}}}) > {time.time() + 2 * SCRAPE_INTERVAL_S}", timeout_s=30)
+            await produce(kafka, topics.traces, values[2:])
             assert await out.wait_for(judged, timeout_s=90), worker.log()
             committed, ends = await wait_committed(kafka, topics.group, topics.traces, 30)
             assert committed == ends, worker.log()

@@ -111,10 +111,10 @@ async def test_metrics_match_a_known_stream_exactly(
         # RULES by default: groundedness alone, each verdict counted under its rule.
         verdict_series = {labels: v for (name, labels), v in found.items()
                           if name == "groundedness_verdicts_total"}
-        assert verdict_series == {
-            (("rule", "groundedness"), ("verdict", "pass")): 5,
-            (("rule", "groundedness"), ("verdict", "fail")): 3,
-            (("rule", "groundedness"), ("verdict", "error")): 0,
+        assert verdict_series == {  # the traces name no project: the label empty
+            (("project", ""), ("rule", "groundedness"), ("verdict", "pass")): 5,
+            (("project", ""), ("rule", "groundedness"), ("verdict", "fail")): 3,
+            (("project", ""), ("rule", "groundedness"), ("verdict", "error")): 0,
         }
         assert value(found, "groundedness_skipped_total", rule="groundedness",
                      reason="empty_output") == 2

@@ -78,11 +78,12 @@ def only(cases: list[RuleCase], rules: tuple[str, ...]) -> list[RuleCase]:
 async def verdict_metrics(http: httpx2.AsyncClient, url: str) -> Counter[tuple[str, str]]:
     """``groundedness_verdicts_total`` by (rule, verdict), as ``/metrics`` shows it."""
     text = (await http.get(url)).text
-    return Counter({
-        (s.labels["rule"], s.labels["verdict"]): int(s.value)
-        for family in text_string_to_metric_families(text)
-        for s in family.samples if s.name == "groundedness_verdicts_total"
-    })
+    counted: Counter[tuple[str, str]] = Counter()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "groundedness_verdicts_total":  # summed over the projects
+                counted[s.labels["rule"], s.labels["verdict"]] += int(s.value)
+    return counted
 
 
 @pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
