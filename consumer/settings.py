@@ -525,7 +525,8 @@ def threshold_line(sentence: str, value: Any = None) -> str:
 # Variables set in the environment that are not the worker's but read like one of them.
 _OWN_PREFIXES = ("KAFKA_", "JUDGE_", "TRACE", "OPENAI_", "MIN_", "MAX_", "DLQ_", "VERDICT",
                  "CONSUMER_", "SAMPLE_", "RULES", "CITATION_", "OTLP_", "HEALTH_", "LOG_",
-                 "DELIVERY", "DRAIN_", "METRICS_", "AWS_")
+                 "DELIVERY", "DRAIN_", "METRICS_", "AWS_", "GROUNDEDNES", "MISSING_",
+                 "ANSWERED_")
 
 
 def lookalike_variables(environ: Mapping[str, str]) -> list[str]:

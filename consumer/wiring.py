@@ -98,7 +98,9 @@ def make_budget(settings: Settings) -> tuple[DailyBudget, FleetSpend] | None:
     if cap is None or not settings.judging:
         return None
     budget = DailyBudget(cap, settings.judge_max_concurrency)
-    reader = new_consumer(settings, f"{settings.consumer_group}-budget", None)
+    # Uncommitted records too: an open transaction must not hide the fleet's spend.
+    reader = new_consumer(settings, f"{settings.consumer_group}-budget", None,
+                          committed_only=False)
     return budget, FleetSpend(reader, settings.verdicts_topic, budget)
 
 

@@ -49,6 +49,10 @@ class DailyBudget:
         self._seen_usd = 0.0  # the day's verdicts read from the results topic
         self._flying: dict[str, float] = {}  # verdict id -> estimate, while its call runs
         self._unread: dict[str, float] = {}  # verdict id -> cost, answered, not yet read back
+        # Their sums, kept as they change: summed anew per record read, a reader behind by
+        # thousands of verdicts would cost the event loop seconds.
+        self._flying_usd = 0.0
+        self._unread_usd = 0.0
         self._reached = False  # said once a day
         self._remaining = metrics.budget_remaining()
         self._remaining.set(cap_usd)
@@ -61,7 +65,7 @@ class DailyBudget:
     def spent_usd(self) -> float:
         """Today's spend: the fleet's verdicts read, and this replica's not yet read back."""
         self._roll()
-        return self._seen_usd + sum(self._flying.values()) + sum(self._unread.values())
+        return self._seen_usd + self._flying_usd + self._unread_usd
 
     def start(self, verdict_id: str, estimate_usd: float) -> None:
         """Count a call about to start at its estimate; OverBudget once the cap is reached."""
@@ -74,26 +78,37 @@ class DailyBudget:
                             hint="no judge calls until midnight UTC: skipped{reason=\"budget\"}; "
                                  "`groundedness replay` can judge the window later")
             raise OverBudget
+        self._flying_usd += estimate_usd - self._flying.get(verdict_id, 0.0)
         self._flying[verdict_id] = estimate_usd
         self._changed()
 
     def answered(self, verdict_id: str, cost_usd: float) -> None:
         """A started call's estimate becomes its cost (0: it ended before any was spent)."""
-        self._flying.pop(verdict_id, None)
+        self._flying_usd -= self._flying.pop(verdict_id, 0.0)
         if cost_usd:
             self._unread[verdict_id] = self._unread.get(verdict_id, 0.0) + cost_usd
+            self._unread_usd += cost_usd
         self._changed()
 
     def seen(self, verdict_id: str, cost_usd: float, timestamp_ms: int) -> None:
         """A verdict read from the results topic: today's cost counts, and one of this
         replica's own is no longer counted apart."""
         self._roll()
-        self._unread.pop(verdict_id, None)
+        self._unread_usd -= self._unread.pop(verdict_id, 0.0)
         if timestamp_ms // 1000 // DAY_S == self._day:
             self._seen_usd += cost_usd
         self._changed()
 
+    def refresh(self) -> None:
+        """The gauge as of now (past midnight: the new day's)."""
+        self._changed()
+
     def _changed(self) -> None:
+        # Emptied, a sum is exactly 0 again: no float drift carried over a day of calls.
+        if not self._flying:
+            self._flying_usd = 0.0
+        if not self._unread:
+            self._unread_usd = 0.0
         self._remaining.set(self.cap_usd - self.spent_usd)
 
     def _roll(self) -> None:
@@ -105,6 +120,7 @@ class DailyBudget:
             # will be published today, and count today.
             self._day, self._seen_usd, self._reached = today, 0.0, False
             self._unread.clear()
+            self._unread_usd = 0.0
 
     def _today(self) -> int:
         return int(self._clock()) // DAY_S

@@ -197,8 +197,9 @@ def new_producer(
 
 
 def new_consumer(settings: Settings, client_id: str, group_id: str | None,
-                 *, copartitioned: bool = False) -> AIOKafkaConsumer:
-    """A consumer with manual commits that reads only committed (transactional) records;
+                 *, copartitioned: bool = False, committed_only: bool = True) -> AIOKafkaConsumer:
+    """A consumer with manual commits that reads only committed (transactional) records
+    (``committed_only`` False: every record, an open transaction's too);
     ``group_id`` None: outside any group (assign and seek, nothing ever committed);
     ``copartitioned``: a member owns the same partition numbers of every topic it reads."""
     # Preferred, and so chosen once every member offers it; until then (a rolling deploy
@@ -212,7 +213,7 @@ def new_consumer(settings: Settings, client_id: str, group_id: str | None,
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
-        isolation_level="read_committed",
+        isolation_level="read_committed" if committed_only else "read_uncommitted",
         max_poll_interval_ms=300_000,
         rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
         **client_options(settings, client_id),

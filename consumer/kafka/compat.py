@@ -179,6 +179,12 @@ async def load_topic(consumer: AIOKafkaConsumer, topic: str) -> None:
     await consumer._client.add_topic(topic)
 
 
+async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:
+    """Fetch the metadata of the topics the consumer knows now: a known topic's new
+    partitions are otherwise seen only at the next refresh (``metadata_max_age_ms``, 5 min)."""
+    await consumer._client.force_metadata_update()
+
+
 # -- a consumer's client, when stop() did not reach it ----------------------------------------
 
 CLIENT_CLOSE_TIMEOUT_S = 5.0

@@ -4,13 +4,15 @@ Every replica already publishes each verdict with its ``cost_usd``, so the resul
 the fleet's ledger: this reader follows it outside any group (partitions assigned by hand,
 nothing committed), from each partition's first offset at or after midnight UTC
 (``offsets_for_times``), and tells the budget (``cost/daily_budget.py``) every cost it reads,
-its own replica's included: that is how its own calls stop being counted apart. Only committed
-records are read (``read_committed``): an aborted transaction's verdicts are not the fleet's.
+its own replica's included: that is how its own calls stop being counted apart. It reads
+uncommitted records too: a transaction left open by a killed replica would otherwise hide
+everyone's later spend until it times out, and an aborted verdict's call was paid for.
 
 ``catch_up`` reads up to the end offsets as of its start before the worker judges anything,
 so a replica restarted after the cap was reached does not start spending again. Partitions
-are looked for again every ``PARTITIONS_EVERY_S``: the topic may not exist before the first
-verdict, and may grow.
+are looked for again every ``PARTITIONS_EVERY_S``, and every ``MISSING_EVERY_S`` while the topic
+does not exist yet (a fresh deployment: the first verdicts create it, and each replica must
+see the others' at once); partitions already read keep their positions.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ log = structlog.get_logger(__name__)
 FETCH_WAIT_MS = 500
 FETCH_MAX_RECORDS = 5_000
 PARTITIONS_EVERY_S = 30.0
+MISSING_EVERY_S = 0.5
+# A cost no judge call has: another producer's junk, which would stop the fleet for the day.
+MAX_CALL_USD = 100.0
 RETRY_S = 5.0
 PROGRESS_EVERY_S = 10.0  # a long day's catching up is said this often
 
@@ -76,9 +81,11 @@ class FleetSpend:
         counts this replica's own calls alone until the reading resumes)."""
         while not stop.is_set():
             try:
-                if time.monotonic() - self._looked_at >= PARTITIONS_EVERY_S:
+                every = PARTITIONS_EVERY_S if self._assigned else MISSING_EVERY_S
+                if time.monotonic() - self._looked_at >= every:
                     await self._assign_new()
                 await self._read_once()
+                self._budget.refresh()  # the gauge moves at midnight even with no traffic
             except KafkaError as exc:
                 await self._wait_after(exc, stop)
 
@@ -108,20 +115,22 @@ class FleetSpend:
         for records in batch.values():
             for record in records:
                 self.records += 1
-                self._count(record.value, record.timestamp)
+                self.count(record.value, record.timestamp)
 
-    def _count(self, value: bytes | None, timestamp_ms: int) -> None:
+    def count(self, value: bytes | None, timestamp_ms: int) -> None:
+        """One record of the results topic: its cost, if it is a verdict's."""
         # Most verdicts of a fleet with deterministic rules carry no cost: not parsed at all.
         if not value or b'"cost_usd"' not in value:
             return
         try:
             verdict = json.loads(value)
-            cost = float(verdict["cost_usd"])
-            charged = str(verdict["verdict_id"])
+            cost, charged = verdict["cost_usd"], verdict["verdict_id"]
         except (ValueError, TypeError, KeyError, RecursionError):
             return  # not a verdict of ours: another producer's record costs nothing here
-        if cost >= 0:  # NaN and negatives are nobody's spend
-            self._budget.seen(charged, cost, timestamp_ms)
+        # A number a call can cost: not a string, a boolean, NaN, infinite, negative or huge.
+        if (isinstance(cost, int | float) and not isinstance(cost, bool)
+                and isinstance(charged, str) and 0 <= cost <= MAX_CALL_USD):
+            self._budget.seen(charged, float(cost), timestamp_ms)
 
     async def _assign_new(self) -> None:
         """Assign the topic's partitions not yet read, each from the day's first offset."""
@@ -130,13 +139,19 @@ class FleetSpend:
         if self._topic not in await self.reader.topics():
             return  # no verdict yet: nothing spent
         await aiokafka_compat.load_topic(self.reader, self._topic)
+        if self._assigned:  # a known topic's metadata is refreshed only every few minutes
+            await aiokafka_compat.refresh_metadata(self.reader)
         numbers = self.reader.partitions_for_topic(self._topic) or set()
         new = [TopicPartition(self._topic, n) for n in sorted(numbers)
                if TopicPartition(self._topic, n) not in self._assigned]
         if not new:
             return
+        # assign() replaces the assignment: the partitions read so far would start over.
+        positions = {tp: await self.reader.position(tp) for tp in self._assigned}
         self._assigned.update(new)
         self.reader.assign(list(self._assigned))
+        for tp, offset in positions.items():
+            self.reader.seek(tp, offset)
         starts = await self.reader.offsets_for_times(
             dict.fromkeys(new, self._budget.day_start_ms()))
         ends = await self.reader.end_offsets(new)
