@@ -31,6 +31,7 @@ from consumer.tail.selection import OUTCOMES, RULE_NAMES
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell's tools end when their reader leaves
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader of stdout is gone (`| head`): nothing more to show
+        # Python's own flush at exit would fail again, with a traceback: stdout goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -293,12 +298,8 @@ def _verdicts(args: argparse.Namespace) -> int:
     as_json = args.json or not sys.stdout.isatty()
     display: JsonLines | LiveTable = (
         JsonLines(sys.stdout) if as_json else LiveTable(f"verdicts on {settings.verdicts_topic}"))
-    try:
-        with display:
-            ended = asyncio.run(follow_verdicts(settings, request, display))
-    except BrokenPipeError:  # the reader of stdout is gone (`| head`): nothing more to show
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    with display:
+        ended = asyncio.run(follow_verdicts(settings, request, display))
     return EXIT_INTERRUPTED if ended is Ended.STOPPED else 0
 
 

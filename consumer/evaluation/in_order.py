@@ -16,10 +16,17 @@ async def evaluate_in_order(
     """Run the evaluations concurrently, at most ``limit`` started ahead; yield them in input
     order. ``evaluations`` is lazy (a generator): each is created when its turn comes."""
     pending: deque[asyncio.Task[T]] = deque()
+    upcoming = iter(evaluations)
     try:
-        for evaluation in evaluations:
+        # The next evaluation is created only once there is room: one created and left when
+        # the reader stops (``check | head``) would be a coroutine never awaited.
+        while True:
             if len(pending) >= limit:
                 yield await pending.popleft()
+                continue
+            evaluation = next(upcoming, None)
+            if evaluation is None:
+                break
             pending.append(asyncio.create_task(evaluation))
         while pending:
             yield await pending.popleft()

@@ -54,7 +54,7 @@ def row(verdict: dict[str, Any]) -> tuple[str, ...]:
     error = verdict.get("error")
     reason = verdict.get("reason") or (error.get("message") if isinstance(error, dict) else None)
     evaluated = str(verdict.get("evaluated_at") or "")
-    return (
+    cells = (
         evaluated.replace("T", " ")[:19],  # to the second: 2024-05-01 12:00:00
         verdict["rule"],
         verdict["verdict"],
@@ -62,6 +62,8 @@ def row(verdict: dict[str, Any]) -> tuple[str, ...]:
         verdict["trace_id"],
         " ".join(str(reason or "").split()),  # one line, however the judge wrote it
     )
+    # A lone surrogate (``\\ud800`` in the JSON) cannot reach a UTF-8 terminal: shown escaped.
+    return tuple(cell.encode("utf-8", "backslashreplace").decode("utf-8") for cell in cells)
 
 
 class JsonLines:
@@ -71,8 +73,14 @@ class JsonLines:
         self._out = out
 
     def show(self, verdict: dict[str, Any]) -> None:
-        """Write the verdict's line."""
-        self._out.write(json_line(verdict) + "\n")
+        """Write the verdict's line (escaped to ASCII when it holds what UTF-8 cannot
+        encode: a lone surrogate another producer wrote as ``\\ud800``)."""
+        line = json_line(verdict)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            line = json.dumps(verdict, separators=(",", ":"))
+        self._out.write(line + "\n")
 
     def flush(self) -> None:
         """Out to the reader of stdout."""
@@ -125,7 +133,10 @@ class LiveTable:
             table.add_column(name, no_wrap=True, overflow="ellipsis",
                              ratio=3 if name == "reason" else None)
         for cells in self._rows:
-            table.add_row(*cells[:2], Text(cells[2], style=STYLES.get(cells[2], "")), *cells[3:])
+            # Text, never markup: a trace id or a reason is the producer's, and "[/]" in it
+            # would stop the table (rich's MarkupError) or "[link=...]" make a link.
+            table.add_row(*(Text(cell, style=STYLES.get(cell, "") if n == 2 else "")
+                            for n, cell in enumerate(cells)))
         return table
 
     def _caption(self) -> str:

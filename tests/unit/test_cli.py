@@ -1,10 +1,16 @@
-"""The command line's own behaviour: the version, help texts, a busy port for the local judge."""
+"""The command line's own behaviour: the version, help texts, a busy port for the local judge,
+a reader of stdout that leaves early."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import socket
+import subprocess
+import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +67,23 @@ def test_local_judge_refuses_a_port_that_is_none(
         main(["local-judge", "--port", port])
     assert exited.value.code == 2
     assert "must be a port number, 0 to 65535" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``groundedness check FILE | head -1``: exit 141 (as a shell's tools do), no traceback
+    and no evaluation left unawaited."""
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(json.dumps({
+        "trace_id": f"t-{n}", "output": f"Prorated [1]. ({n})",
+        "retrieved_documents": ["Refunds are prorated."]}) + "\n" for n in range(3_000)))
+    env = {**os.environ, "RULES": "missing_citation", "PYTHONWARNINGS": "default"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "consumer.cli", "check", str(path)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    assert process.stdout.readline()
+    process.stdout.close()  # as `head -1` does once it has its line
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 141
+    assert b"Traceback" not in stderr
+    assert b"never awaited" not in stderr

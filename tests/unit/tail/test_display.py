@@ -74,3 +74,31 @@ def test_the_live_table_keeps_what_fits_the_screen_and_counts_everything(
         "the screen's 10 lines hold 3 rows"
     assert "6 shown (2 pass, 2 fail, 2 error); 1 not verdicts, skipped" in final
     assert "skipped partition 1 offset 9: not a verdict: no verdict_id" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("trace_id", ["[/]", "[bold]abc", "[link=https://x.example]y[/link]"])
+def test_a_producers_brackets_are_shown_as_written_never_read_as_markup(trace_id: str) -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=160, height=10,
+                      record=True)
+    verdict = json.loads(published(a_verdict("t")))
+    verdict["trace_id"] = trace_id
+    verdict["reason"] = "see [link=https://x.example]here[/link]"
+    with LiveTable("verdicts on v", console) as table:
+        table.show(verdict)
+        table.flush()
+    text = console.export_text()
+    assert trace_id in text
+    assert "[link=https://x.example]here[/link]" in text
+
+
+def test_a_lone_surrogate_is_shown_escaped_not_a_crash() -> None:
+    verdict = json.loads(published(a_verdict("t")))
+    verdict["reason"] = "\ud800 lone"
+    out = io.BytesIO()
+    lines = JsonLines(io.TextIOWrapper(out, encoding="utf-8"))
+    lines.show(verdict)
+    lines.flush()
+    line = out.getvalue().decode("utf-8")
+    assert json.loads(line)["reason"] == "\ud800 lone", "still the verdict as published"
+    assert "\\ud800" in line
+    assert row(verdict)[-1] == "\\ud800 lone"
