@@ -327,6 +327,7 @@ def _eval(args: argparse.Namespace) -> int:
     settings = _settings(progress_bar=True)
     if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("--plot needs matplotlib: pip install 'groundedness-worker[plot]'")
+    _check_outputs(args.json, args.plot)  # before the judge is paid, not after
     rows = read_dataset(args.dataset, dataset_format)
     report = asyncio.run(evaluate_dataset(settings, rows, BENCHMARKS.get(dataset_format)))
     report["dataset"] = str(args.dataset)
@@ -348,6 +349,7 @@ def _eval_rules(args: argparse.Namespace) -> int:
         raise ConfigError("--plot draws the judge's scores: not with --format rules")
     # MIN_ACCEPTABLE_SCORE only if groundedness is judged: RULES names it and the set labels it.
     settings = _settings(progress_bar=True, require_threshold=False)
+    _check_outputs(args.json, None)
     rows = read_rule_dataset(args.dataset)
     report = asyncio.run(evaluate_rules(settings, rows))
     report["dataset"] = str(args.dataset)
@@ -361,6 +363,20 @@ def _eval_rules(args: argparse.Namespace) -> int:
 def _sample(args: argparse.Namespace) -> int:
     print_sample(args.name, path_only=args.path)
     return 0
+
+
+# What the plot can be saved as (matplotlib's formats this project's docs show).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
+
+
+def _check_outputs(json_path: Path | None, plot_path: Path | None) -> None:
+    """One line for an output that cannot be written, before any work is done."""
+    for option, path in (("--json", json_path), ("--plot", plot_path)):
+        if path is not None and not path.parent.is_dir():
+            raise ConfigError(f"{option}: the directory {path.parent} does not exist")
+    if plot_path is not None and plot_path.suffix.lower() not in PLOT_SUFFIXES:
+        raise ConfigError(f"--plot: {plot_path.name} is not one of "
+                          f"{', '.join(PLOT_SUFFIXES)}: name the picture's format")
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

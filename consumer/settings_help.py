@@ -13,7 +13,7 @@ from pydantic.fields import FieldInfo
 
 from consumer.settings import SECRET_FIELDS, Settings
 
-DOCS = "docs/configuration.md"
+DOCS = "docs/configuration.md in the project's source (not installed by pip)"
 
 # (group, its settings by field name), in the order of docs/configuration.md's table.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -87,3 +87,20 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> N
     assert process.returncode == 141
     assert b"Traceback" not in stderr
     assert b"never awaited" not in stderr
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--plot", "/nope/dir/x.png", "--plot: the directory /nope/dir does not exist"),
+    ("--plot", "x.txt", "--plot: x.txt is not one of .png"),
+    ("--json", "/nope/dir/x.json", "--json: the directory /nope/dir does not exist"),
+])
+def test_an_output_eval_cannot_write_is_refused_before_any_judging(
+        option: str, value: str, says: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # No judge is reachable here: refused first, or it would wait for one.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("MIN_ACCEPTABLE_SCORE", "0.5")
+    dataset = Path(__file__).resolve().parents[2] / "consumer/data/factcheck-gpt-sample.jsonl"
+    assert main(["eval", "--dataset", str(dataset), option, value]) == 2
+    assert capsys.readouterr().err.startswith(says)

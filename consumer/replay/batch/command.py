@@ -113,10 +113,16 @@ class Collection(DryRun):
 
 
 def state_path_for(settings: Settings, request: ReplayRequest) -> tuple[Path, Scope]:
-    """The state file (``--batch-state``, else named after the window here) and its scope."""
-    scope = Scope(request.topic, request.start.isoformat(),
-                  request.end.isoformat() if request.end else None, settings.judge_model)
-    return request.batch_state or default_state_path(scope), scope
+    """The state file (``--batch-state``, else named after the window here) and its scope.
+
+    The window in UTC, however it was written (``01:00+01:00`` is ``00:00Z``), and the file as
+    the path it resolves to (through a symlink): two spellings of one window or one file are
+    one state, and one lock."""
+    start = request.start.astimezone(UTC)
+    end = request.end.astimezone(UTC) if request.end else None
+    scope = Scope(request.topic, start.isoformat(), end.isoformat() if end else None,
+                  settings.judge_model)
+    return (request.batch_state or default_state_path(scope)).resolve(), scope
 
 
 async def replay_batch(settings: Settings, request: ReplayRequest) -> dict[str, Any]:

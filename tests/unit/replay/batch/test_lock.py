@@ -10,13 +10,17 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from consumer.replay.batch import lock
+from consumer.replay.batch.command import state_path_for
 from consumer.replay.batch.lock import StateLocked, lock_path, state_lock
 from consumer.replay.batch.state import BatchStateError
+from consumer.replay.passes import ReplayRequest
+from consumer.settings import load_settings
 
 HOLD = """
 import sys, time
@@ -86,3 +90,22 @@ def test_a_directory_the_lock_cannot_be_made_in_is_one_line(tmp_path: Path) -> N
     with pytest.raises(BatchStateError, match="cannot create the lock"), state_lock(
             tmp_path / "missing" / "state.json"):
         pytest.fail("locked in a missing directory")
+
+
+def test_two_spellings_of_one_window_or_one_file_are_one_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--from 2020-01-01`` and ``--from 2020-01-01T01:00:00+01:00`` are one instant; a
+    symlink to a state file is that file: each pair one state, so one lock."""
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(require_threshold=False)
+    utc = datetime(2020, 1, 1, tzinfo=UTC)
+    paris = datetime(2020, 1, 1, 1, tzinfo=timezone(timedelta(hours=1)))
+    one, scope_one = state_path_for(settings, ReplayRequest("t", utc, None, batch=True))
+    two, scope_two = state_path_for(settings, ReplayRequest("t", paris, None, batch=True))
+    assert (one, scope_one) == (two, scope_two)
+    real = tmp_path / "state.json"
+    real.write_text("{}")
+    (tmp_path / "link.json").symlink_to(real)
+    by_link, _ = state_path_for(settings, ReplayRequest("t", utc, None, batch=True,
+                                                        batch_state=Path("link.json")))
+    assert by_link == real
