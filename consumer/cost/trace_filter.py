@@ -94,8 +94,9 @@ class TraceFilter:
     def _failed(self, trace_id: Any, exc: Exception) -> bool:
         self.errors += 1
         if self.errors == 1:
+            # The expression says which filter (TRACE_FILTER or a rule's) it is: each logs once.
             log.warning("trace_filter_failed", trace_id=str(trace_id)[:200],
-                        problem=_describe(exc),
+                        expression=self.expression[:200], problem=_describe(exc),
                         note="traces the filter fails on are not judged; logged once")
         return False
 
