@@ -64,9 +64,11 @@ lint: venv
 # The RAG programs (pyproject's mypy `exclude`), each against the venv whose instrumentations
 # it imports.
 .PHONY: lint-instrumentations
+# A cache of their own for each: `prepare` runs this beside `lint`, and two mypy processes
+# writing one cache at once can crash (an INTERNAL ERROR, seen here).
 lint-instrumentations: venv instrumentation-venv instrumentation-venv-2
-	$(BIN)/mypy --python-executable $(IVENV)/bin/python $(IAPPS)
-	$(BIN)/mypy --python-executable $(IVENV2)/bin/python $(IAPPS2)
+	$(BIN)/mypy --cache-dir .mypy_cache/instrumentations --python-executable $(IVENV)/bin/python $(IAPPS)
+	$(BIN)/mypy --cache-dir .mypy_cache/instrumentations-2 --python-executable $(IVENV2)/bin/python $(IAPPS2)
 
 kafka-start:
 	@KAFKA_PORT=$(KAFKA_PORT) scripts/kafka-local start
