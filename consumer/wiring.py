@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from consumer.kafka.clients import (
 )
 from consumer.kafka.errors import Refuse, map_kafka_error
 from consumer.kafka.partitions import Partition
+from consumer.kafka.types import KafkaError
 from consumer.ops import metrics
 from consumer.pipeline.delivery.sink import KafkaVerdictSink, OutcomeTopics, VerdictSink
 from consumer.pipeline.delivery.transactional import TransactionalSink
@@ -225,6 +227,22 @@ def create_verdict_reader(settings: Settings) -> AIOKafkaConsumer:
     """``groundedness verdicts``' reader of ``VERDICTS_TOPIC``, outside any group: it joins
     none, commits nothing, and moves no group's offsets."""
     return new_consumer(settings, f"{settings.consumer_group}-verdicts", None)
+
+
+@asynccontextmanager
+async def running_reader(reader: AIOKafkaConsumer, settings: Settings,
+                         what: str) -> AsyncIterator[AIOKafkaConsumer]:
+    """A group-less reader (``create_reader``, ``create_verdict_reader``) started for the
+    block and stopped after it; a stop that fails is logged, never raised over the block's
+    own outcome."""
+    try:
+        await start(reader, settings, what)
+        yield reader
+    finally:
+        try:
+            await reader.stop()
+        except KafkaError as exc:
+            log.warning("reader_stop_failed", reader=what, error=str(exc))
 
 
 async def start(

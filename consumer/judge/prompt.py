@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from consumer.errors import JudgeError
 from schemas.judge import JudgeAnswer
 from schemas.trace import TraceEvent
-from schemas.verdict import Truncation
+from schemas.verdict import Truncation, Usage
 
 PROMPT_VERSION = "groundedness@v1"
 MAX_ANSWER_TOKENS = 400
@@ -100,6 +100,12 @@ class JudgeRequest:
     messages: list[dict[str, str]]
     truncation: Truncation
     estimated_tokens: int
+
+    def estimated_usage(self) -> Usage:
+        """About the most the request costs: its prompt estimate, and the whole answer
+        allowance as completion (a dry run's estimate, the daily budget's in-flight charge)."""
+        return Usage(prompt_tokens=self.estimated_tokens - MAX_ANSWER_TOKENS,
+                     completion_tokens=MAX_ANSWER_TOKENS, total_tokens=self.estimated_tokens)
 
 
 def build_request(trace: TraceEvent, limits: Limits) -> JudgeRequest:

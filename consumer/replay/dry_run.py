@@ -45,7 +45,7 @@ from consumer import wiring
 from consumer.cost.pricing import CONFIGURED_PRICES, FALLBACK_PRICE, CostTally, Prices
 from consumer.errors import DecodeError
 from consumer.inputs.trace_json import decode_trace
-from consumer.judge.prompt import MAX_ANSWER_TOKENS, JudgeRequest
+from consumer.judge.prompt import JudgeRequest
 from consumer.judge.result import Answered
 from consumer.rules.rule_set import RuleResults, RuleSet
 from consumer.settings import Settings
@@ -181,9 +181,7 @@ class EstimatingJudge:
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         """An answer that is no verdict, costing what the request is estimated to."""
-        usage = Usage(prompt_tokens=request.estimated_tokens - MAX_ANSWER_TOKENS,
-                      completion_tokens=MAX_ANSWER_TOKENS,
-                      total_tokens=request.estimated_tokens)
+        usage = request.estimated_usage()
         # attempts 0: no call was made (the worker's metrics skip such results too).
         return Answered(_NOT_JUDGED, usage, latency_ms=0, attempts=0)
 

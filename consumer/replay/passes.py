@@ -28,7 +28,7 @@ from consumer.inputs.formats import SpanFormat, input_format
 from consumer.kafka import compat as aiokafka_compat
 from consumer.kafka import copartitioned
 from consumer.kafka.partitions import Partition
-from consumer.kafka.types import AIOKafkaConsumer, KafkaError, TopicPartition
+from consumer.kafka.types import AIOKafkaConsumer, TopicPartition
 from consumer.ops.progress import Reporter
 from consumer.pipeline.delivery.sink import RecordingSink, VerdictSink
 from consumer.pipeline.pipeline import Pipeline
@@ -149,9 +149,8 @@ async def open_reading(settings: Settings, request: ReplayRequest) -> AsyncItera
     if threading.current_thread() is threading.main_thread():
         wiring.install_signal_handlers(interrupted)
     aiokafka_compat.install()
-    reader = wiring.create_reader(settings)
-    try:
-        await wiring.start(reader, settings, "replay reader")
+    async with wiring.running_reader(wiring.create_reader(settings), settings,
+                                     "replay reader") as reader:
         span_topic = isinstance(input_format(settings.traces_format), SpanFormat)
         start_ms = epoch_ms(request.start)
         end_ms = epoch_ms(request.end) if request.end else None
@@ -167,11 +166,6 @@ async def open_reading(settings: Settings, request: ReplayRequest) -> AsyncItera
             bounds |= await plan(reader, logs, start_ms, end_ms, lead_ms)
             await copartitioned.check(reader, [request.topic, logs])
         yield Reading(reader, bounds, started_at, interrupted, span_topic)
-    finally:
-        try:
-            await reader.stop()
-        except KafkaError as exc:
-            log.warning("replay_reader_stop_failed", error=str(exc))
 
 
 def open_window(reading: Reading) -> Window:

@@ -27,7 +27,7 @@ from consumer import wiring
 from consumer.errors import ConfigError
 from consumer.kafka import compat as aiokafka_compat
 from consumer.kafka.partitions import Partition
-from consumer.kafka.types import AIOKafkaConsumer, KafkaError, TopicPartition
+from consumer.kafka.types import AIOKafkaConsumer, TopicPartition
 from consumer.settings import Settings
 from consumer.tail.display import Display
 from consumer.tail.selection import NotAVerdict, Selection, read_verdict
@@ -63,15 +63,9 @@ async def follow_verdicts(settings: Settings, request: VerdictsRequest,
     if threading.current_thread() is threading.main_thread():
         wiring.install_signal_handlers(stop)
     aiokafka_compat.install()
-    reader = wiring.create_verdict_reader(settings)
-    try:
-        await wiring.start(reader, settings, "verdicts reader")
+    async with wiring.running_reader(wiring.create_verdict_reader(settings), settings,
+                                     "verdicts reader") as reader:
         return await _follow(reader, settings.verdicts_topic, request, display, stop)
-    finally:
-        try:
-            await reader.stop()
-        except KafkaError as exc:
-            log.warning("verdicts_reader_stop_failed", error=str(exc))
 
 
 async def _follow(reader: AIOKafkaConsumer, topic: str, request: VerdictsRequest,

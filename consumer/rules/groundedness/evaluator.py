@@ -11,13 +11,13 @@ from consumer.cost.daily_budget import DailyBudget
 from consumer.cost.judge_cache import JudgeCache
 from consumer.cost.pricing import Prices
 from consumer.errors import JudgeUnavailable
-from consumer.judge.prompt import MAX_ANSWER_TOKENS, JudgeRequest, Limits, build_request
+from consumer.judge.prompt import JudgeRequest, Limits, build_request
 from consumer.judge.result import Judge, JudgeResult
 from consumer.redaction import known_secrets
 from consumer.rules.verdicts import Context, verdict_for, verdict_id
 from consumer.telemetry.origin import TraceOrigin
 from schemas.trace import TraceEvent
-from schemas.verdict import Source, Usage, VerdictEvent
+from schemas.verdict import Source, VerdictEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,6 @@ class Evaluator:
                 continue  # the next call waits at the judge's circuit breaker
 
     def _estimate_usd(self, request: JudgeRequest) -> float:
-        """About the most the call can cost: its prompt estimate, the whole answer allowance."""
-        usage = Usage(prompt_tokens=request.estimated_tokens - MAX_ANSWER_TOKENS,
-                      completion_tokens=MAX_ANSWER_TOKENS)
+        """About the most the call can cost (``JudgeRequest.estimated_usage``)."""
+        usage = request.estimated_usage()
         return (self.prices.cost_usd(usage) if self.prices is not None else None) or 0.0
